@@ -1,0 +1,55 @@
+# Two commands for a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+PORT ?= 8000
+HOST ?= 127.0.0.1
+
+.PHONY: run test install install-dev ingest lint format eval bench clean
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+# torch first: its pinned CPU build lies on local disk; an unpinned one pulls a multi-GB CUDA build.
+$(VENV)/.installed: $(VENV)/bin/activate pyproject.toml
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP) install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+ingest: install
+	$(VENV)/bin/sparring ingest
+
+run: install
+	$(VENV)/bin/sparring ingest
+	$(VENV)/bin/sparring serve --host $(HOST) --port $(PORT)
+
+test: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -q
+
+lint: install-dev
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+format: install-dev
+	$(VENV)/bin/ruff format . && $(VENV)/bin/ruff check --fix .
+
+eval: install
+	$(VENV)/bin/sparring eval retrieval
+	$(VENV)/bin/sparring eval grading
+
+bench: install
+	$(PY) benchmarks/search_latency.py
+	$(PY) benchmarks/grade_latency.py
+
+clean:
+	rm -rf $(VENV) data

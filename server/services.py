@@ -8,6 +8,7 @@ from functools import cached_property
 
 from server.config import Settings
 from server.corpus.bank import QuestionBank, load_bank
+from server.grading.service import GradingService
 from server.retrieval.documents import SearchDocument, build_documents
 from server.retrieval.embedder import Embedder, make_embedder
 from server.retrieval.search import QuestionSearcher
@@ -44,3 +45,7 @@ class Services:
         return QuestionSearcher(
             self.bank, self.documents, self.vector_store, rrf_k=self.settings.rrf_k
         )
+
+    @cached_property
+    def grading(self) -> GradingService:
+        return GradingService(self.settings, self.embedder)

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from server.api.errors import install_error_handlers
-from server.api.routes import questions
+from server.api.routes import grading, questions
 from server.config import Settings
 from server.services import Services
 
@@ -22,6 +22,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         # Build everything before the first request, so no request pays for model loading.
         services.ingest()
         _ = services.searcher
+        _ = services.grading
         yield
 
     app = FastAPI(title="Sparring", version="0.1.0", lifespan=lifespan)
@@ -33,4 +34,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         return {"status": "ok"}
 
     app.include_router(questions.router)
+    app.include_router(grading.router)
     return app

@@ -18,7 +18,10 @@ def rubric_coverage(
     totals: Counter[str] = Counter()
     complete: Counter[str] = Counter()
     for path in sorted(questions_dir.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError:
+            data = {}  # unreadable: counted, never as complete
         group = str(data.get(by) or "(unassigned)")
         totals[group] += 1
         try:

@@ -1,0 +1,42 @@
+"""POST /api/grade: grade one answer to one question."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from server.api.errors import ApiError, not_found
+from server.grading.models import Grade, GraderChoice
+from server.grading.service import GraderUnavailable
+from server.services import Services
+
+router = APIRouter(prefix="/api", tags=["grading"])
+
+
+class GradeRequest(BaseModel):
+    question_id: str = Field(min_length=1, max_length=200)
+    answer: str
+    grader: GraderChoice = GraderChoice.auto
+    language: Literal["zh", "en"] = "zh"
+
+
+def check_answer_size(answer: str, limit: int) -> None:
+    if len(answer) > limit:
+        raise ApiError(
+            413, "answer_too_long", f"the answer has {len(answer)} characters; the limit is {limit}"
+        )
+
+
+@router.post("/grade", response_model=Grade)
+def grade_answer(request: Request, body: GradeRequest) -> Grade:
+    svc: Services = request.app.state.services
+    check_answer_size(body.answer, svc.settings.max_answer_chars)
+    entry = svc.bank.get(body.question_id)
+    if entry is None:
+        raise not_found("question", body.question_id)
+    try:
+        return svc.grading.grade(entry, body.answer, body.grader, body.language)
+    except GraderUnavailable as exc:
+        raise ApiError(422, "grader_unavailable", str(exc)) from exc

@@ -1,0 +1,151 @@
+"""Grading evaluation against human labels, with a length-only and a TF-IDF baseline in the same run."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import kendalltau, spearmanr
+
+from server.corpus.bank import QuestionBank
+from server.corpus.schema import QuestionEntry
+from server.retrieval.tokenize import tokenize
+
+ADVERSARIAL_DEFAULT_TARGET = {
+    "padded": "good",
+    "salad": "good",
+    "inject": "weak",
+    "offtopic": "weak",
+    "longwrong": "good",
+}
+HONEST_KINDS = ("excellent", "good", "concise", "english", "weak")
+
+
+@dataclass(frozen=True)
+class GradingCase:
+    q: str
+    kind: str
+    label: float
+    answer: str
+    entry: QuestionEntry
+    imitates: str | None = None
+
+
+@dataclass
+class GradingReport:
+    name: str
+    spearman: float
+    kendall: float
+    mae: float
+    mean_by_kind: dict[str, float]
+    adversarial_failures: list[str] = field(default_factory=list)
+    blank_scores: list[float] = field(default_factory=list)
+
+
+def _norm(text: str) -> str:
+    return "".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def resolve_question(bank: QuestionBank, q: str) -> QuestionEntry:
+    key = _norm(q)
+    exact = [e for e in bank if _norm(e.text) == key]
+    if exact:
+        return exact[0]
+    found = [e for e in bank if key in _norm(e.text)]
+    if not found:
+        found = [e for e in bank if key in _norm(e.text_en)]
+    if len(found) != 1:
+        raise ValueError(f"question locator {q!r} matches {len(found)} entries")
+    return found[0]
+
+
+def load_cases(path: Path, bank: QuestionBank) -> list[GradingCase]:
+    cases = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        try:
+            entry = resolve_question(bank, row["q"])
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"{path.name}:{n}: {exc}") from exc
+        cases.append(
+            GradingCase(
+                q=row["q"],
+                kind=row["kind"],
+                label=float(row["label"]),
+                answer=row["answer"],
+                entry=entry,
+                imitates=row.get("imitates"),
+            )
+        )
+    return cases
+
+
+def length_baseline(cases: list[GradingCase]) -> list[float]:
+    lengths = np.array([len(c.answer.strip()) for c in cases], dtype=float)
+    return list(10 * lengths / max(lengths.max(), 1))
+
+
+def tfidf_baseline(cases: list[GradingCase]) -> list[float]:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    refs = [c.entry.rubric.reference_answer if c.entry.rubric else c.entry.text for c in cases]
+    vectorizer = TfidfVectorizer(analyzer=lambda t: list(tokenize(t)))
+    vectorizer.fit(refs + [c.answer for c in cases])
+    a = vectorizer.transform([c.answer for c in cases])
+    r = vectorizer.transform(refs)
+    sims = np.asarray(a.multiply(r).sum(axis=1)).ravel()
+    return list(10 * sims / max(sims.max(), 1e-9))
+
+
+def _adversarial_failures(cases: list[GradingCase], scores: list[float]) -> list[str]:
+    by_question: dict[str, dict[str, float]] = defaultdict(dict)
+    for c, s in zip(cases, scores, strict=True):
+        by_question[c.entry.id].setdefault(c.kind, s)
+    failures = []
+    for c, s in zip(cases, scores, strict=True):
+        target_kind = c.imitates or ADVERSARIAL_DEFAULT_TARGET.get(c.kind)
+        if target_kind is None:
+            continue
+        honest = by_question[c.entry.id].get(target_kind)
+        if honest is None:
+            candidates = [
+                by_question[c.entry.id][k] for k in HONEST_KINDS if k in by_question[c.entry.id]
+            ]
+            honest = min(candidates) if candidates else None
+        if honest is not None and s > honest:
+            failures.append(f"{c.entry.id} [{c.kind} {s:.1f} > {target_kind} {honest:.1f}]")
+    return failures
+
+
+def report(name: str, cases: list[GradingCase], scores: list[float]) -> GradingReport:
+    labels = [c.label for c in cases]
+    rho = float(spearmanr(labels, scores).statistic)
+    tau = float(kendalltau(labels, scores).statistic)
+    mae = float(np.mean(np.abs(np.array(labels) - np.array(scores))))
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    for c, s in zip(cases, scores, strict=True):
+        by_kind[c.kind].append(s)
+    return GradingReport(
+        name=name,
+        spearman=rho,
+        kendall=tau,
+        mae=mae,
+        mean_by_kind={k: float(np.mean(v)) for k, v in sorted(by_kind.items())},
+        adversarial_failures=_adversarial_failures(cases, scores),
+    )
+
+
+def evaluate_grader(
+    name: str, cases: list[GradingCase], grade: Callable[[GradingCase], float]
+) -> GradingReport:
+    result = report(name, cases, [grade(c) for c in cases])
+    # Blank answers must score exactly 0, whatever the grader.
+    result.blank_scores = [grade(GradingCase(c.q, "blank", 0, "   ", c.entry)) for c in cases[:3]]
+    return result

@@ -1,0 +1,41 @@
+"""What a grade looks like, whichever grader produced it."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class GraderChoice(StrEnum):
+    auto = "auto"
+    rubric = "rubric"
+    llm = "llm"
+
+
+class KeyPointResult(BaseModel):
+    id: str
+    text: str
+    text_en: str = ""
+    weight: float = 1.0
+    covered: bool
+    evidence: str | None = Field(default=None, description="A verbatim span of the answer")
+    confidence: float = Field(default=0.0, ge=0, le=1)
+
+
+class MisconceptionHit(BaseModel):
+    id: str
+    text: str
+    correction: str
+    evidence: str
+
+
+class Grade(BaseModel):
+    score: float = Field(ge=0, le=10)
+    max_score: int = 10
+    grader: str
+    key_points: list[KeyPointResult]
+    misconceptions: list[MisconceptionHit]
+    feedback: str
+    flags: list[str] = Field(default_factory=list)
+    reference_answer: str = ""

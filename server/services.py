@@ -9,10 +9,13 @@ from functools import cached_property
 from server.config import Settings
 from server.corpus.bank import QuestionBank, load_bank
 from server.grading.service import GradingService
+from server.interview.engine import InterviewEngine
+from server.interview.phrasing import Phrasing
 from server.retrieval.documents import SearchDocument, build_documents
 from server.retrieval.embedder import Embedder, make_embedder
 from server.retrieval.search import QuestionSearcher
 from server.retrieval.vector_store import IngestReport, VectorStore, make_client
+from server.storage.db import Database
 
 
 @dataclass
@@ -49,3 +52,13 @@ class Services:
     @cached_property
     def grading(self) -> GradingService:
         return GradingService(self.settings, self.embedder)
+
+    @cached_property
+    def database(self) -> Database:
+        return Database(self.settings)
+
+    @cached_property
+    def engine(self) -> InterviewEngine:
+        return InterviewEngine(
+            self.bank, self.grading, self.searcher, Phrasing(self.settings.prompts_dir)
+        )

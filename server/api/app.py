@@ -7,8 +7,9 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from server.api.auth import parse_tokens
 from server.api.errors import install_error_handlers
-from server.api.routes import grading, questions
+from server.api.routes import grading, questions, sessions
 from server.config import Settings
 from server.services import Services
 
@@ -23,10 +24,12 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         services.ingest()
         _ = services.searcher
         _ = services.grading
+        _ = services.database
         yield
 
     app = FastAPI(title="Sparring", version="0.1.0", lifespan=lifespan)
     app.state.services = services
+    app.state.tokens = parse_tokens(settings.auth_tokens)
     install_error_handlers(app)
 
     @app.get("/healthz")
@@ -35,4 +38,5 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
 
     app.include_router(questions.router)
     app.include_router(grading.router)
+    app.include_router(sessions.router)
     return app

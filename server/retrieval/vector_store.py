@@ -21,22 +21,30 @@ BATCH = 64
 class ProjectEmbeddingFunction(EmbeddingFunction[Documents]):
     """Wraps our embedder so Chroma never falls back to its own (downloading) default model."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder | None = None, embedder_name: str = "") -> None:
         self._embedder = embedder
+        self._embedder_name = embedder.name if embedder else embedder_name
+
+    def _model(self) -> Embedder:
+        if self._embedder is None:  # rebuilt from a stored collection config: load on first use
+            from server.retrieval.embedder import embedder_by_name
+
+            self._embedder = embedder_by_name(self._embedder_name)
+        return self._embedder
 
     def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 (Chroma's parameter name)
-        return [v for v in self._embedder.embed_documents(list(input))]
+        return [v for v in self._model().embed_documents(list(input))]
 
     @staticmethod
     def name() -> str:
         return "sparring"
 
     def get_config(self) -> dict:
-        return {"embedder": self._embedder.name}
+        return {"embedder": self._embedder_name}
 
     @staticmethod
-    def build_from_config(config: dict) -> ProjectEmbeddingFunction:  # pragma: no cover
-        raise NotImplementedError("Sparring passes its embedding function explicitly")
+    def build_from_config(config: dict) -> ProjectEmbeddingFunction:
+        return ProjectEmbeddingFunction(embedder_name=str(config.get("embedder", "")))
 
     def is_legacy(self) -> bool:
         return False

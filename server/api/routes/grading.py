@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
+from server.api.auth import current_user
 from server.api.errors import ApiError, not_found
 from server.grading.models import Grade, GraderChoice
 from server.grading.service import GraderUnavailable
 from server.services import Services
 
-router = APIRouter(prefix="/api", tags=["grading"])
+router = APIRouter(prefix="/api", tags=["grading"], dependencies=[Depends(current_user)])
 
 
 class GradeRequest(BaseModel):

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
+from server.api.auth import current_user
 from server.api.errors import ApiError, not_found
 from server.corpus.schema import QuestionEntry, QuestionType
 from server.retrieval.search import SearchFilters
 from server.services import Services
 
-router = APIRouter(prefix="/api/questions", tags=["questions"])
+router = APIRouter(
+    prefix="/api/questions", tags=["questions"], dependencies=[Depends(current_user)]
+)
 
 
 class QuestionList(BaseModel):

@@ -1,0 +1,585 @@
+"""The interviewer: runs a session turn by turn. Every turn is committed before the reply goes out,
+and nothing about a session is kept in memory, so any process can serve any turn.
+
+Rules after each answer (documented in docs/interview.md):
+1. Time is up (timed mode)            -> the answer is recorded late, graded, and the interview ends.
+2. A key point is still missing, fewer than `max_probes` probes were asked on this question and the
+   merged score is below `probe_below`  -> probe the heaviest missing point (its rubric `probe`).
+3. Enough questions were asked        -> end.
+4. The merged score is at least `followup_from` and a related question exists
+                                      -> ask it (rubric `related` edges first, then retrieval).
+5. Otherwise                          -> the next planned question (or a retrieved one when the plan is empty).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from server.corpus.bank import QuestionBank
+from server.corpus.schema import QuestionEntry, Relation
+from server.grading.feedback import write_feedback
+from server.grading.models import Grade, GraderChoice, KeyPointResult, MisconceptionHit
+from server.grading.service import GradingService
+from server.interview import progress, selection
+from server.interview.phrasing import Phrasing
+from server.interview.schemas import (
+    AnswerResponse,
+    AskedOut,
+    HintResponse,
+    Mode,
+    NextStep,
+    SessionCreated,
+    SessionRequest,
+    SessionState,
+    TurnOut,
+)
+from server.retrieval.search import QuestionSearcher, SearchFilters
+from server.storage.models import AskedQuestion, InterviewSession, Turn
+
+MISCONCEPTION_PENALTY = 1.5
+MAX_PENALTY = 4.0
+HINT_CAP_STEP = 2.5
+
+
+class InterviewError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    max_probes: int = 2
+    probe_below: float = 8.5
+    followup_from: float = 6.0
+
+
+def aware(dt: datetime | None) -> datetime | None:
+    """SQLite returns naive datetimes; everything here is UTC."""
+    if dt is None:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class InterviewEngine:
+    def __init__(
+        self,
+        bank: QuestionBank,
+        grading: GradingService,
+        searcher: QuestionSearcher,
+        phrasing: Phrasing,
+        rules: EngineRules | None = None,
+    ) -> None:
+        self.bank = bank
+        self.grading = grading
+        self.searcher = searcher
+        self.phrasing = phrasing
+        self.rules = rules or EngineRules()
+
+    # ---------- session lifecycle ----------
+
+    def start(self, db: Session, user: str, req: SessionRequest) -> SessionCreated:
+        if req.grader == GraderChoice.llm and not self.grading.llm_configured:
+            raise InterviewError(
+                422, "grader_unavailable", "no LLM is configured; choose grader 'rubric' or 'auto'"
+            )
+        session_id = uuid.uuid4().hex
+        rng = random.Random(req.seed if req.seed is not None else session_id)
+        preferred: list[str] = []
+        if req.mode == Mode.review:
+            preferred = progress.review_candidates(db, self.bank, user)
+            if not preferred:
+                raise InterviewError(
+                    422,
+                    "nothing_to_review",
+                    "nothing to review yet: finish an interview or practice session first",
+                )
+        order = selection.plan(self.bank, req, rng, preferred)
+        if not order:
+            raise InterviewError(
+                422,
+                "no_questions",
+                "no question matches these filters (companies, topics, difficulty, types); "
+                "widen them and try again",
+            )
+        created = now()
+        timed = req.mode == Mode.interview
+        session = InterviewSession(
+            id=session_id,
+            user=user,
+            mode=req.mode.value,
+            language=req.language,
+            grader=req.grader.value,
+            filters=req.model_dump(
+                mode="json", include={"companies", "topics", "difficulty", "types"}
+            ),
+            num_questions=min(req.num_questions, len(order)),
+            duration_minutes=req.duration_minutes if timed else None,
+            plan=order,
+            created_at=created,
+            deadline=created + timedelta(minutes=req.duration_minutes) if timed else None,
+        )
+        db.add(session)
+        first = self._ask_from_plan(db, session, kind="question")
+        assert first is not None
+        db.flush()
+        return SessionCreated(
+            id=session.id,
+            mode=req.mode,
+            deadline=session.deadline,
+            question=self._asked_out(session, first),
+        )
+
+    def load(self, db: Session, user: str, session_id: str) -> InterviewSession:
+        session = db.get(InterviewSession, session_id)
+        if session is None or session.user != user:
+            raise InterviewError(404, "not_found", f"session {session_id!r} does not exist")
+        return session
+
+    def time_up(self, session: InterviewSession) -> bool:
+        deadline = aware(session.deadline)
+        return deadline is not None and now() >= deadline
+
+    def _require_active(self, session: InterviewSession) -> AskedQuestion:
+        if session.status == "ended":
+            raise InterviewError(
+                409,
+                "session_ended",
+                "this interview has ended; fetch its report or start a new one",
+            )
+        current = self._current(session)
+        if current is None:  # defensive: an active session always has an open question
+            raise InterviewError(409, "no_open_question", "there is no open question")
+        return current
+
+    # ---------- candidate actions ----------
+
+    def answer(self, db: Session, user: str, session_id: str, text: str) -> AnswerResponse:
+        session = self.load(db, user, session_id)
+        current = self._require_active(session)
+        entry = self._entry(current.entry_id)
+        late = self.time_up(session)
+        grade = self.grading.grade(entry, text, GraderChoice(session.grader), session.language)
+        self._add_turn(db, session, "candidate", "answer", text, current, grade=grade, late=late)
+        merged = self._merge(entry, current, grade, session.language, late=late)
+        current.answered_at = now()
+        nxt = self._decide(db, session, current, entry, merged, late)
+        return AnswerResponse(grade=merged, next=nxt, late=late)
+
+    def skip(self, db: Session, user: str, session_id: str) -> AnswerResponse:
+        session = self.load(db, user, session_id)
+        current = self._require_active(session)
+        entry = self._entry(current.entry_id)
+        self._add_turn(db, session, "candidate", "skip", "", current)
+        grade = self.grading.zero(entry, "skipped", session.language)
+        current.status, current.score, current.grader = "skipped", 0.0, grade.grader
+        current.result = grade.model_dump(mode="json")
+        current.answered_at = now()
+        self._say(db, session, "skip", current, {})
+        nxt = self._next_question(db, session, current, entry, merged_score=0.0)
+        return AnswerResponse(grade=grade, next=nxt, late=self.time_up(session))
+
+    def hint(self, db: Session, user: str, session_id: str) -> HintResponse:
+        session = self.load(db, user, session_id)
+        current = self._require_active(session)
+        entry = self._entry(current.entry_id)
+        assert entry.rubric is not None
+        covered = {kp["id"] for kp in current.result.get("key_points", []) if kp.get("covered")}
+        missing = [
+            kp
+            for kp in sorted(entry.rubric.key_points, key=lambda kp: -kp.weight)
+            if kp.id not in covered and kp.id not in current.hints
+        ]
+        en = session.language == "en"
+        if not missing:
+            text = self.phrasing.say(session.language, "no_hint")
+            self._add_turn(db, session, "interviewer", "hint", text, current)
+            return HintResponse(hint=text, key_point_id=None, score_cap=self._cap(current))
+        kp = missing[0]
+        current.hints = [*current.hints, kp.id]
+        text = self.phrasing.say(session.language, "hint", point=kp.text_en if en else kp.text)
+        self._add_turn(db, session, "interviewer", "hint", text, current, key_point_id=kp.id)
+        if current.result:
+            current.score = min(current.score or 0.0, self._cap(current))
+        return HintResponse(hint=text, key_point_id=kp.id, score_cap=self._cap(current))
+
+    def followup(self, db: Session, user: str, session_id: str) -> NextStep:
+        """The candidate asks for a related question now; an unanswered current question is dropped."""
+        session = self.load(db, user, session_id)
+        current = self._require_active(session)
+        entry = self._entry(current.entry_id)
+        related = self._related_entry(session, entry)
+        if related is None:
+            raise InterviewError(409, "no_followup", "no related question is left to ask")
+        if current.answered_at is None:
+            current.status = "dropped"
+        else:
+            current.status = "done"
+        asked = self._ask(db, session, related, kind="followup")
+        return NextStep(
+            kind="followup",
+            question=self._asked_out(session, asked),
+            prompt=self._last_prompt(session),
+        )
+
+    def end(self, db: Session, user: str, session_id: str) -> None:
+        session = self.load(db, user, session_id)
+        if session.status != "ended":
+            self._finish(db, session, "manual")
+
+    def close_if_time_up(self, db: Session, session: InterviewSession) -> None:
+        if session.status == "active" and self.time_up(session):
+            self._finish(db, session, "time")
+
+    # ---------- state ----------
+
+    def state(self, db: Session, user: str, session_id: str) -> SessionState:
+        session = self.load(db, user, session_id)
+        deadline = aware(session.deadline)
+        remaining = max(0.0, (deadline - now()).total_seconds()) if deadline else None
+        status = "ended" if session.status == "ended" or self.time_up(session) else "active"
+        current = self._current(session) if status == "active" else None
+        numbers = {q.id: q.position for q in session.questions}
+        return SessionState(
+            id=session.id,
+            mode=Mode(session.mode),
+            status=status,
+            end_reason=session.end_reason or ("time" if status == "ended" else None),
+            language=session.language,
+            grader=session.grader,
+            created_at=aware(session.created_at),
+            deadline=deadline,
+            remaining_seconds=remaining,
+            num_questions=session.num_questions,
+            current=self._asked_out(session, current) if current else None,
+            turns=[
+                TurnOut(
+                    seq=t.seq,
+                    role=t.role,
+                    kind=t.kind,
+                    text=t.text,
+                    question_number=numbers.get(t.question_id) if t.question_id else None,
+                    late=t.late,
+                    created_at=aware(t.created_at),
+                    score=(t.grade or {}).get("score") if t.grade else None,
+                )
+                for t in session.turns
+            ],
+        )
+
+    # ---------- internals ----------
+
+    def _entry(self, entry_id: str) -> QuestionEntry:
+        entry = self.bank.get(entry_id)
+        if entry is None:  # the bank changed under a running session
+            raise InterviewError(
+                409, "question_removed", f"question {entry_id!r} is no longer in the bank"
+            )
+        return entry
+
+    @staticmethod
+    def _current(session: InterviewSession) -> AskedQuestion | None:
+        open_questions = [q for q in session.questions if q.status == "open"]
+        return open_questions[-1] if open_questions else None
+
+    def _cap(self, asked: AskedQuestion) -> float:
+        return max(0.0, 10.0 - HINT_CAP_STEP * len(asked.hints))
+
+    def _merge(
+        self, entry: QuestionEntry, asked: AskedQuestion, grade: Grade, language: str, late: bool
+    ) -> Grade:
+        """Combine every answer to this question (first answer plus probe answers) into one grade."""
+        assert entry.rubric is not None
+        before = {kp["id"]: kp for kp in asked.result.get("key_points", [])}
+        points = []
+        for kp in grade.key_points:
+            prev = before.get(kp.id)
+            if prev and prev.get("confidence", 0) > kp.confidence:
+                points.append(KeyPointResult.model_validate(prev))
+            else:
+                points.append(kp)
+        misconceptions = {
+            m["id"]: MisconceptionHit.model_validate(m)
+            for m in asked.result.get("misconceptions", [])
+        }
+        for m in grade.misconceptions:
+            misconceptions.setdefault(m.id, m)
+        flags = list(dict.fromkeys([*asked.result.get("flags", []), *grade.flags]))
+        if late and "late" not in flags:
+            flags.append("late")
+        if asked.hints and "hint_used" not in flags:
+            flags.append("hint_used")
+        total = sum(kp.weight for kp in points) or 1.0
+        raw = 10.0 * sum(kp.weight * kp.confidence for kp in points) / total
+        penalty = min(MAX_PENALTY, MISCONCEPTION_PENALTY * len(misconceptions))
+        if "repetition" in flags:
+            penalty += 1.0
+        score = round(max(0.0, min(self._cap(asked), raw - penalty)), 1)
+        merged = Grade(
+            score=score,
+            grader=grade.grader,
+            key_points=points,
+            misconceptions=list(misconceptions.values()),
+            feedback=write_feedback(entry, points, list(misconceptions.values()), flags, language),
+            flags=flags,
+            reference_answer=entry.rubric.reference_answer,
+        )
+        asked.result = merged.model_dump(mode="json")
+        asked.score = merged.score
+        asked.grader = merged.grader
+        return merged
+
+    def _decide(
+        self,
+        db: Session,
+        session: InterviewSession,
+        asked: AskedQuestion,
+        entry: QuestionEntry,
+        merged: Grade,
+        late: bool,
+    ) -> NextStep:
+        if late:
+            asked.status = "done"
+            return self._finish(db, session, "time")
+        assert entry.rubric is not None
+        covered = {kp.id for kp in merged.key_points if kp.covered}
+        missing = [
+            kp
+            for kp in sorted(entry.rubric.key_points, key=lambda kp: -kp.weight)
+            if kp.id not in covered and kp.id not in asked.probes and kp.id not in asked.hints
+        ]
+        substantive = "injection" not in merged.flags or merged.score > 0
+        if (
+            missing
+            and substantive
+            and len(asked.probes) < self.rules.max_probes
+            and merged.score < self.rules.probe_below
+        ):
+            kp = missing[0]
+            asked.probes = [*asked.probes, kp.id]
+            probe = kp.probe_en if session.language == "en" else kp.probe
+            text = self.phrasing.say(session.language, "probe", probe=probe)
+            self._add_turn(db, session, "interviewer", "probe", text, asked, key_point_id=kp.id)
+            return NextStep(kind="probe", prompt=text, key_point_id=kp.id)
+        asked.status = "done"
+        return self._next_question(db, session, asked, entry, merged.score)
+
+    def _next_question(
+        self,
+        db: Session,
+        session: InterviewSession,
+        asked: AskedQuestion,
+        entry: QuestionEntry,
+        merged_score: float,
+    ) -> NextStep:
+        if self.time_up(session):
+            return self._finish(db, session, "time")
+        if self._counted(session) >= session.num_questions:
+            return self._finish(db, session, "done")
+        if merged_score >= self.rules.followup_from:
+            related = self._related_entry(session, entry)
+            if related is not None:
+                new = self._ask(db, session, related, kind="followup")
+                return NextStep(
+                    kind="followup",
+                    question=self._asked_out(session, new),
+                    prompt=self._last_prompt(session),
+                )
+        new = self._ask_from_plan(db, session, kind="question")
+        if new is None:
+            related = self._related_entry(session, entry)
+            if related is None:
+                return self._finish(db, session, "exhausted")
+            new = self._ask(db, session, related, kind="followup")
+        return NextStep(
+            kind=new.kind, question=self._asked_out(session, new), prompt=self._last_prompt(session)
+        )
+
+    def _counted(self, session: InterviewSession) -> int:
+        return sum(q.status != "dropped" for q in session.questions)
+
+    def _asked_ids(self, session: InterviewSession) -> set[str]:
+        return {q.entry_id for q in session.questions}
+
+    def _filters_accept(self, session: InterviewSession, entry: QuestionEntry) -> bool:
+        req = SessionRequest(**session.filters)
+        return selection.matches(entry, req)
+
+    def _related_entry(
+        self, session: InterviewSession, entry: QuestionEntry
+    ) -> QuestionEntry | None:
+        """A related, not yet asked question: rubric edges first (follow-up, contrast), then retrieval,
+        preferring the candidate's weak areas in this session."""
+        asked = self._asked_ids(session)
+        order = {Relation.follow_up: 0, Relation.contrast: 1, Relation.prerequisite: 2}
+        for edge in sorted(entry.related, key=lambda e: order[e.relation]):
+            candidate = self.bank.get(edge.id)
+            if candidate and candidate.id not in asked and self._filters_accept(session, candidate):
+                return candidate
+        weak = self._weak_areas(session)
+        hits = self.searcher.search(entry.text, k=15, filters=SearchFilters())
+        fresh = [
+            h.entry
+            for h in hits
+            if h.entry.id not in asked
+            and h.entry.rubric is not None
+            and self._filters_accept(session, h.entry)
+        ]
+        fresh.sort(key=lambda e: 0 if e.area.value in weak else 1)
+        return fresh[0] if fresh else None
+
+    def _weak_areas(self, session: InterviewSession) -> set[str]:
+        scores: dict[str, list[float]] = {}
+        for q in session.questions:
+            if q.score is not None:
+                area = self.bank.get(q.entry_id)
+                if area is not None:
+                    scores.setdefault(area.area.value, []).append(q.score)
+        return {a for a, s in scores.items() if sum(s) / len(s) < 6.0}
+
+    def _ask_from_plan(
+        self, db: Session, session: InterviewSession, kind: str
+    ) -> AskedQuestion | None:
+        asked = self._asked_ids(session)
+        remaining = [
+            eid for eid in session.plan if eid not in asked and self.bank.get(eid) is not None
+        ]
+        if not remaining:
+            return None
+        session.plan = remaining[1:]
+        return self._ask(db, session, self._entry(remaining[0]), kind=kind)
+
+    def _ask(
+        self, db: Session, session: InterviewSession, entry: QuestionEntry, kind: str
+    ) -> AskedQuestion:
+        position = len(session.questions) + 1
+        budget = None
+        if session.duration_minutes:
+            budget = int(session.duration_minutes * 60 / max(session.num_questions, 1))
+        asked = AskedQuestion(
+            session_id=session.id,
+            position=position,
+            entry_id=entry.id,
+            kind=kind,
+            asked_at=now(),
+            budget_seconds=budget,
+            probes=[],
+            hints=[],
+            result={},
+        )
+        session.questions.append(asked)
+        db.flush()
+        number = self._counted(session)
+        key = (
+            "followup" if kind == "followup" else ("first_question" if number == 1 else "question")
+        )
+        self._say(
+            db,
+            session,
+            key,
+            asked,
+            {
+                "number": number,
+                "topic": entry.topic,
+                "text": Phrasing.question_text(entry, session.language),
+            },
+            kind=kind,
+        )
+        return asked
+
+    def _say(
+        self,
+        db: Session,
+        session: InterviewSession,
+        key: str,
+        asked: AskedQuestion | None,
+        values: dict,
+        kind: str | None = None,
+    ) -> str:
+        text = self.phrasing.say(session.language, key, **values)
+        self._add_turn(db, session, "interviewer", kind or key, text, asked)
+        return text
+
+    def _last_prompt(self, session: InterviewSession) -> str:
+        return session.turns[-1].text if session.turns else ""
+
+    def _add_turn(
+        self,
+        db: Session,
+        session: InterviewSession,
+        role: str,
+        kind: str,
+        text: str,
+        asked: AskedQuestion | None,
+        grade: Grade | None = None,
+        late: bool = False,
+        key_point_id: str | None = None,
+    ) -> Turn:
+        seq = (session.turns[-1].seq + 1) if session.turns else 1
+        turn = Turn(
+            session_id=session.id,
+            seq=seq,
+            question_id=asked.id if asked else None,
+            role=role,
+            kind=kind,
+            text=text,
+            key_point_id=key_point_id,
+            grade=grade.model_dump(mode="json") if grade else None,
+            late=late,
+            created_at=now(),
+        )
+        session.turns.append(turn)
+        return turn
+
+    def _finish(self, db: Session, session: InterviewSession, reason: str) -> NextStep:
+        for q in session.questions:
+            if q.status == "open":
+                if q.answered_at is None:
+                    q.status, q.score = "unanswered", 0.0
+                else:
+                    q.status = "done"
+        session.status = "ended"
+        session.end_reason = reason
+        session.ended_at = now()
+        key = {"time": "end_time", "done": "end_done", "exhausted": "end_done"}.get(
+            reason, "end_manual"
+        )
+        text = self._say(db, session, key, None, {}, kind="end")
+        progress.record_session(db, self.bank, session)
+        return NextStep(kind="end", prompt=text)
+
+    def _asked_out(self, session: InterviewSession, asked: AskedQuestion) -> AskedOut:
+        entry = self._entry(asked.entry_id)
+        prompt = next(
+            (
+                t.text
+                for t in session.turns
+                if t.question_id == asked.id and t.role == "interviewer"
+            ),
+            "",
+        )
+        return AskedOut(
+            number=sum(
+                q.status != "dropped" for q in session.questions if q.position <= asked.position
+            ),
+            entry_id=entry.id,
+            kind=asked.kind,
+            text=entry.text,
+            text_en=entry.text_en,
+            topic=entry.topic,
+            area=entry.area.value,
+            difficulty=entry.difficulty,
+            type=entry.type.value,
+            asked_at=aware(asked.asked_at),
+            budget_seconds=asked.budget_seconds,
+            prompt=prompt,
+        )

@@ -1,0 +1,67 @@
+"""The committed question bank: complete, valid, and faithful to the raw source."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.config import Settings
+from server.corpus.bank import check_against_source, load_bank
+from server.corpus.parser import parse_file
+from server.corpus.schema import QuestionEntry
+from server.corpus.stats import rubric_coverage
+from server.corpus.validate import validate_files
+
+
+@pytest.fixture(scope="module")
+def bank():
+    return load_bank(Settings().questions_dir)  # raises with every problem listed
+
+
+def test_every_entry_has_a_complete_rubric(bank):
+    assert len(bank) == 191
+    assert all(e.rubric is not None for e in bank)
+    _, (total, done) = rubric_coverage(Settings().questions_dir)
+    assert (total, done) == (191, 191)
+
+
+def test_bank_matches_the_raw_source(bank):
+    parsed = parse_file(next(Settings().raw_dir.glob("*.txt")))
+    assert check_against_source(bank, parsed) == []
+
+
+def test_every_text_has_an_english_version(bank):
+    for e in bank:
+        assert e.text_en.strip()
+        assert all(s.text_en.strip() for s in e.subquestions)
+        assert (e.note is None) == (e.note_en is None)
+
+
+def test_related_edges_point_at_real_entries(bank):
+    ids = set(bank.ids)
+    edges = [(e.id, r.id) for e in bank for r in e.related]
+    assert edges and all(target in ids for _, target in edges)
+
+
+def test_rubric_quality_floor(bank):
+    for e in bank:
+        rubric = e.rubric
+        assert 3 <= len(rubric.key_points) <= 8, e.id
+        assert len(rubric.misconceptions) >= 2, e.id
+        for kp in rubric.key_points:
+            assert len(kp.aliases) >= 2 and kp.probe and kp.probe_en, (e.id, kp.id)
+
+
+def test_validator_rejects_an_incomplete_rubric(tmp_path):
+    data = QuestionEntry.model_validate(
+        __import__("yaml").safe_load(
+            (Settings().questions_dir / "grpo-advantage-baseline.yaml").read_text()
+        )
+    ).model_dump(mode="json")
+    data["rubric"]["key_points"] = data["rubric"]["key_points"][:2]
+    path = tmp_path / "grpo-advantage-baseline.yaml"
+    path.write_text(__import__("yaml").safe_dump(data, allow_unicode=True))
+    problems = validate_files([path])
+    assert problems and "key_points" in problems[0]
+    data["rubric"] = None
+    path.write_text(__import__("yaml").safe_dump(data, allow_unicode=True))
+    assert any("no rubric" in p for p in validate_files([path]))

@@ -1,0 +1,73 @@
+"""Embedders and the Chroma index: real models, real Chroma, idempotent ingestion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from server.config import EmbedderName, Settings
+from server.retrieval.documents import SearchDocument
+from server.retrieval.embedder import (
+    E5Embedder,
+    SentenceTransformerEmbedder,
+    UseEmbedder,
+    make_embedder,
+)
+from server.retrieval.tokenize import tokenize
+from server.retrieval.vector_store import VectorStore, make_client
+
+DOCS = [
+    SearchDocument("a#zh", "a", "", "GRPO 的优势函数如何用组内均值计算"),
+    SearchDocument("b#zh", "b", "", "DPO 的损失函数如何从 Bradley-Terry 推导"),
+    SearchDocument("c#en", "c", "", "What does the KL penalty do in RLHF?"),
+]
+
+
+def _unit_rows(v: np.ndarray) -> bool:
+    return bool(np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-3))
+
+
+@pytest.mark.parametrize("backend", [E5Embedder, UseEmbedder])
+def test_packaged_multilingual_backends(backend):
+    emb = backend()
+    docs = emb.embed_documents([d.text for d in DOCS])
+    q = emb.embed_queries(["how is the GRPO advantage computed from the group mean"])
+    assert docs.shape == (3, emb.dim) and _unit_rows(docs)
+    assert int(np.argmax(docs @ q[0])) == 0  # zh document found from an English query
+
+
+def test_sentence_transformers_backend_loads_the_packaged_minilm_offline():
+    emb = make_embedder(Settings(embedder=EmbedderName.sentence_transformers))
+    assert isinstance(emb, SentenceTransformerEmbedder) and emb.dim == 384
+    v = emb.embed_documents(["What does the KL penalty do in RLHF?", "How to bake bread"])
+    q = emb.embed_queries(["role of the KL term in RLHF"])
+    assert _unit_rows(v) and int(np.argmax(v @ q[0])) == 0
+
+
+def test_ingest_is_idempotent_and_tracks_changes(tmp_path, embedder):
+    settings = Settings(data_dir=tmp_path)
+    store = VectorStore(make_client(settings), embedder, "test")
+    first = store.ingest(DOCS)
+    assert (first.embedded, first.unchanged, first.deleted) == (3, 0, 0)
+    again = VectorStore(make_client(settings), embedder, "test").ingest(DOCS)
+    assert (again.embedded, again.unchanged, again.deleted) == (0, 3, 0)
+    changed = [DOCS[0], SearchDocument("b#zh", "b", "", "DPO 的隐式奖励是什么"), DOCS[2]]
+    third = store.ingest(changed[:2])  # b changed, c removed
+    assert (third.embedded, third.unchanged, third.deleted) == (1, 1, 1)
+    assert store.count() == 2
+    top = store.query("DPO implicit reward", 2)
+    assert top[0][0] == "b#zh" and -1.0 <= top[0][1] <= 1.0
+
+
+def test_ingest_reports_progress(tmp_path, embedder):
+    store = VectorStore(make_client(Settings(data_dir=tmp_path)), embedder, "progress")
+    seen = []
+    store.ingest(DOCS, progress=lambda done, total: seen.append((done, total)))
+    assert seen[0] == (0, 3) and seen[-1] == (3, 3)
+
+
+def test_tokenizer_keeps_latin_terms_whole():
+    tokens = tokenize("PPO-clip 和 Bradley-Terry 以及 KL 散度、GRPO 的 k3 估计")
+    for term in ("ppo-clip", "bradley-terry", "kl", "grpo", "k3", "ppo", "clip"):
+        assert term in tokens
+    assert "的" not in tokens and "散度" in tokens

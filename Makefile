@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: run test install install-dev ingest lint format eval bench clean
+.PHONY: run test install install-dev ingest lint format eval bench clean browser
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,17 @@ run: install
 	$(VENV)/bin/sparring ingest
 	$(VENV)/bin/sparring serve --host $(HOST) --port $(PORT)
 
-test: install-dev
+# The UI test drives Debian's Chromium (Playwright cannot download browsers here).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+		else \
+			echo "Install Debian's chromium (sudo apt-get install chromium chromium-driver)"; exit 1; \
+		fi; \
+	fi
+
+test: install-dev browser
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q

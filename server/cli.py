@@ -82,6 +82,7 @@ def serve(
         raise typer.Exit(2)
     from server.api.app import create_app
 
+    settings = settings.model_copy(update={"host": host, "port": port})
     svc = _services(settings)
     _ingest_with_progress(svc)
     console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
@@ -113,6 +114,45 @@ def search(
             str(n), hit.entry.id, hit.entry.topic, hit.entry.text[:80], f"{hit.score:.4f}"
         )
     console.print(table)
+
+
+@app.command()
+def interview(
+    url: Annotated[str, typer.Option(help="Sparring server URL")] = "http://127.0.0.1:8000",
+    token: Annotated[str, typer.Option(help="Bearer token, if the server requires one")] = "",
+    mode: Annotated[str, typer.Option(help="interview | practice | review")] = "interview",
+    minutes: Annotated[int, typer.Option(min=1, max=240)] = 30,
+    questions: Annotated[int, typer.Option(min=1, max=50)] = 5,
+    topic: Annotated[list[str] | None, typer.Option(help="Topic or area (repeatable)")] = None,
+    company: Annotated[list[str] | None, typer.Option(help="Company (repeatable)")] = None,
+    language: Annotated[str, typer.Option(help="zh | en")] = "zh",
+    grader: Annotated[str, typer.Option(help="auto | rubric | llm")] = "auto",
+    seed: Annotated[int | None, typer.Option(help="Fix the question order")] = None,
+) -> None:
+    """Run a mock interview in the terminal against a running server."""
+    import sys
+
+    from ui.api_client import SparringClient
+    from ui.terminal import run_interview
+
+    client = SparringClient(url, token)
+    body = {
+        "mode": mode,
+        "duration_minutes": minutes,
+        "num_questions": questions,
+        "topics": topic or [],
+        "companies": company or [],
+        "language": language,
+        "grader": grader,
+    }
+    if seed is not None:
+        body["seed"] = seed
+    try:
+        sid = run_interview(client, body, console, sys.stdin)
+    finally:
+        client.close()
+    if sid is None:
+        raise typer.Exit(1)
 
 
 @eval_app.command("retrieval")

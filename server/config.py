@@ -29,6 +29,11 @@ class Settings(BaseSettings):
     # Bearer tokens, "token:user" pairs separated by commas; required for a non-loopback bind.
     auth_tokens: str = ""
 
+    ui_enabled: bool = True
+    # Where the mounted UI sends its API calls; empty = this server on loopback (host/port above).
+    ui_api_url: str = ""
+    ui_token: str = ""  # the bearer token the mounted UI uses when auth is configured
+
     embedder: EmbedderName = EmbedderName.e5
     # For the sentence-transformers backend: a hub id or local path; empty = the packaged all-MiniLM-L6-v2.
     st_model: str = ""
@@ -64,6 +69,11 @@ class Settings(BaseSettings):
     @property
     def sqlalchemy_url(self) -> str:
         return self.database_url or f"sqlite:///{self.data_dir / 'sparring.db'}"
+
+    @property
+    def api_url_for_ui(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        return self.ui_api_url or f"http://{host}:{self.port}"
 
     @property
     def llm_configured(self) -> bool:

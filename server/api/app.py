@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+import server.offline  # noqa: F401  (Gradio analytics off before gradio loads)
 from server.api.auth import parse_tokens
 from server.api.errors import install_error_handlers
 from server.api.routes import grading, questions, sessions
@@ -36,7 +37,28 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    @app.get("/api/info")
+    def info() -> dict:
+        bank = services.bank
+        return {
+            "questions": len(bank),
+            "llm_configured": services.grading.llm_configured,
+            "llm_model": settings.llm_model or None,
+            "embedder": services.embedder.name,
+            "areas": sorted({e.area.value for e in bank}),
+            "topics": sorted({e.topic for e in bank}),
+            "companies": sorted({c for e in bank for c in e.companies}),
+        }
+
     app.include_router(questions.router)
     app.include_router(grading.router)
     app.include_router(sessions.router)
+    if settings.ui_enabled:
+        import gradio as gr
+
+        from ui.app import HEAD, build_ui
+
+        app = gr.mount_gradio_app(
+            app, build_ui(settings.api_url_for_ui, settings.ui_token), path="/ui", head=HEAD
+        )
     return app

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -270,7 +271,7 @@ def eval_grading(
     console.print(by_kind)
     console.print(f"Blank answers scored: {main.blank_scores}")
     for f in main.adversarial_failures:
-        console.print(f"  [red]adversarial failure[/red] {f}")
+        console.print(f"  [red]adversarial failure[/red] {escape(f)}")
 
 
 @corpus_app.command("validate")

@@ -51,7 +51,7 @@ class Services:
 
     @cached_property
     def grading(self) -> GradingService:
-        return GradingService(self.settings, self.embedder)
+        return GradingService(self.settings, self.embedder, self.searcher.rank_of)
 
     @cached_property
     def database(self) -> Database:

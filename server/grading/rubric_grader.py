@@ -4,6 +4,7 @@ misconception penalties, hardened against padding, keyword salad, injections and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -11,29 +12,49 @@ from server.corpus.schema import QuestionEntry
 from server.grading.feedback import write_feedback
 from server.grading.models import Grade, KeyPointResult, MisconceptionHit
 from server.grading.segments import Segment, merge_for_embedding, split_segments
-from server.grading.signals import find_aliases, is_injection, is_keyword_list, is_negated
+from server.grading.signals import (
+    count_filler_phrases,
+    find_aliases,
+    is_injection,
+    is_keyword_list,
+    is_negated,
+    token_overlap,
+)
 from server.retrieval.embedder import Embedder
 
 # Cosine ramps (similarity at which semantic credit starts, and where it is full), per embedder.
 # Calibrated on tests/eval/grading.jsonl; see docs/grading.md.
 SEMANTIC_RAMPS: dict[str, tuple[float, float]] = {
-    "e5-small-q4": (0.91, 0.97),
+    "e5-small-q4": (0.895, 0.96),
     "use-m3": (0.55, 0.80),
 }
 DEFAULT_RAMP = (0.55, 0.80)
-MISCONCEPTION_SIMILARITY = {"e5-small-q4": 0.93, "use-m3": 0.82}
+# A wrong statement is recognised by meaning only when it is much closer to the misconception than to
+# any key point (otherwise aliases decide): embeddings put "X is not Y" next to "X is Y".
+MISCONCEPTION_SIMILARITY = {"e5-small-q4": 0.93, "use-m3": 0.8}
+MISCONCEPTION_MARGIN = 0.02
+MISCONCEPTION_OVERLAP = 0.4  # and it must share words with the wrong statement, not just the topic
 MISCONCEPTION_PENALTY = 1.5
 MAX_PENALTY = 4.0
-KEYWORD_LIST_CREDIT = 0.3
-REPETITION_PENALTY = 1.0
+KEYWORD_LIST_CREDIT = 0.25
+REPETITION_PENALTY = 1.0  # repeated sentences, or mostly filler
+INJECTION_PENALTY = 1.5  # an answer that tries to instruct the grader
+FILLER_SHARE = 0.4
+PADDING_SHARE = 0.4  # share of sentences that add no new key-point evidence
+NEAR_DUPLICATE = 0.93  # cosine between two sentences of one answer that say the same thing
+# Off-topic: the question is not among the answer's nearest questions and nothing is close to a point.
+OFF_TOPIC_RANK = 10
+OFF_TOPIC_SIMILARITY = {"e5-small-q4": 0.925, "use-m3": 0.6}
+OFF_TOPIC_FACTOR = 0.1
 COVERED_AT = 0.5
 
 
 class RubricVectors:
     """Embeddings of rubric texts, computed once per text and reused (a cache, not session state)."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, relevance: RelevanceRank | None = None) -> None:
         self._embedder = embedder
+        self._relevance = relevance
         self._cache: dict[str, np.ndarray] = {}
 
     def vectors(self, texts: list[str]) -> np.ndarray:
@@ -51,14 +72,20 @@ class _SegmentInfo:
     misconception: str | None = None
 
 
+class RelevanceRank(Protocol):
+    def __call__(self, entry_id: str, text: str, vector: np.ndarray) -> int | None: ...
+
+
 class RubricGrader:
     name = "rubric"
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, relevance: RelevanceRank | None = None) -> None:
         self._embedder = embedder
+        self._relevance = relevance
         self._rubric_vectors = RubricVectors(embedder)
         self._ramp = SEMANTIC_RAMPS.get(embedder.name, DEFAULT_RAMP)
         self._misconception_sim = MISCONCEPTION_SIMILARITY.get(embedder.name, 0.85)
+        self._off_topic_sim = OFF_TOPIC_SIMILARITY.get(embedder.name, 0.6)
 
     def grade(self, entry: QuestionEntry, answer: str, language: str = "zh") -> Grade:
         rubric = entry.rubric
@@ -96,22 +123,42 @@ class RubricGrader:
             flags.append("keyword_list")
 
         seg_vecs = self._embedder.embed_queries([s.text for s in content])
+        # A sentence that restates an earlier one (same meaning, other words) earns nothing more.
+        keep = [
+            i
+            for i in range(len(content))
+            if not any(float(seg_vecs[i] @ seg_vecs[j]) >= NEAR_DUPLICATE for j in range(i))
+        ]
+        if len(keep) < len(content):
+            if (len(content) - len(keep)) / len(content) >= 0.25 and "repetition" not in flags:
+                flags.append("repetition")
+            content = [content[i] for i in keep]
+            infos = [infos[i] for i in keep]
+            seg_vecs = seg_vecs[keep]
         kp_sims = self._similarities(seg_vecs, [(kp.text, kp.text_en) for kp in rubric.key_points])
         mc_sims = self._similarities(seg_vecs, [(m.text, m.text_en) for m in rubric.misconceptions])
 
         misconceptions = self._find_misconceptions(entry, infos, kp_sims, mc_sims)
+        credit_matrix = self._credits(entry, infos, kp_sims)
         results = [
-            self._cover(kp_index, entry, infos, kp_sims)
-            for kp_index in range(len(rubric.key_points))
+            self._result(kp, infos, credit_matrix[:, k]) for k, kp in enumerate(rubric.key_points)
         ]
 
         total_weight = sum(kp.weight for kp in rubric.key_points)
         raw = 10.0 * sum(r.weight * r.confidence for r in results) / total_weight
+        if self._off_topic(entry, answer, seg_vecs, kp_sims):
+            flags.append("off_topic")
+            raw *= OFF_TOPIC_FACTOR
+        if "repetition" not in flags and (
+            self._mostly_filler(infos, kp_sims, rubric)
+            or self._padded(answer, credit_matrix, seg_vecs)
+        ):
+            flags.append("repetition")
         penalty = min(MAX_PENALTY, MISCONCEPTION_PENALTY * len(misconceptions))
         if "repetition" in flags:
             penalty += REPETITION_PENALTY
-        if not any(r.confidence > 0 for r in results) and not misconceptions:
-            flags.append("off_topic")
+        if "injection" in flags:
+            penalty += INJECTION_PENALTY
         score = round(max(0.0, min(10.0, raw - penalty)), 1)
         feedback = write_feedback(entry, results, misconceptions, flags, language)
         return Grade(
@@ -144,6 +191,26 @@ class RubricGrader:
             reference_answer=rubric.reference_answer,
         )
 
+    def _off_topic(
+        self, entry: QuestionEntry, answer: str, seg_vecs: np.ndarray, kp_sims: np.ndarray
+    ) -> bool:
+        if self._relevance is None or float(kp_sims.max()) >= self._off_topic_sim:
+            return False
+        centroid = seg_vecs.mean(axis=0)
+        centroid = centroid / max(float(np.linalg.norm(centroid)), 1e-12)
+        rank = self._relevance(entry.id, answer, centroid)
+        return rank is None or rank > OFF_TOPIC_RANK
+
+    def _mostly_filler(self, infos: list[_SegmentInfo], kp_sims: np.ndarray, rubric) -> bool:
+        """Padding: most sentences say nothing about any key point."""
+        lo, _ = self._ramp
+        aliases = [a for kp in rubric.key_points for a in kp.aliases]
+        filler = sum(
+            float(kp_sims[i].max()) < lo and not find_aliases(info.segment.text, aliases)
+            for i, info in enumerate(infos)
+        )
+        return filler >= 3 and filler / len(infos) >= FILLER_SHARE
+
     def _similarities(self, seg_vecs: np.ndarray, pairs: list[tuple[str, str]]) -> np.ndarray:
         """[segments × items]: the best of each item's Chinese and English phrasing."""
         if not pairs:
@@ -172,7 +239,11 @@ class RubricGrader:
                 by_alias = bool(m.aliases and find_aliases(info.segment.text, m.aliases))
                 sim = float(mc_sims[s_index, m_index])
                 best_kp = float(kp_sims[s_index].max()) if kp_sims.shape[1] else 0.0
-                by_meaning = sim >= self._misconception_sim and sim > best_kp + 0.01
+                by_meaning = (
+                    sim >= self._misconception_sim
+                    and sim >= best_kp + MISCONCEPTION_MARGIN
+                    and token_overlap(info.segment.text, m.text) >= MISCONCEPTION_OVERLAP
+                )
                 if by_alias or by_meaning:
                     info.misconception = m.id
                     hits.append(
@@ -186,31 +257,53 @@ class RubricGrader:
                     break
         return hits
 
-    def _cover(
-        self, kp_index: int, entry: QuestionEntry, infos: list[_SegmentInfo], kp_sims: np.ndarray
-    ) -> KeyPointResult:
+    def _credits(
+        self, entry: QuestionEntry, infos: list[_SegmentInfo], kp_sims: np.ndarray
+    ) -> np.ndarray:
+        """[segments × key points]: how well each segment evidences each point, from 0 to 1."""
         assert entry.rubric is not None
-        kp = entry.rubric.key_points[kp_index]
-        best, evidence = 0.0, None
+        credit_matrix = np.zeros(kp_sims.shape)
         for s_index, info in enumerate(infos):
             if info.misconception is not None:
                 continue  # a wrong statement is no evidence for a right one
-            aliases = find_aliases(info.segment.text, kp.aliases)
-            alias_credit = 0.0
-            if aliases:
-                alias_credit = 1.0 if len(aliases) >= 2 else 0.75
-            semantic = self._ramp_credit(float(kp_sims[s_index, kp_index]))
-            credit = min(1.0, max(alias_credit, semantic) + 0.3 * min(alias_credit, semantic))
-            if info.keyword_list:
-                credit *= KEYWORD_LIST_CREDIT
-            if credit > best:
-                best, evidence = credit, info.segment.text
+            for k_index, kp in enumerate(entry.rubric.key_points):
+                aliases = find_aliases(info.segment.text, kp.aliases)
+                alias_credit = (1.0 if len(aliases) >= 2 else 0.75) if aliases else 0.0
+                semantic = self._ramp_credit(float(kp_sims[s_index, k_index]))
+                credit = min(1.0, max(alias_credit, semantic) + 0.3 * min(alias_credit, semantic))
+                if info.keyword_list:
+                    credit *= KEYWORD_LIST_CREDIT
+                credit_matrix[s_index, k_index] = credit
+        return credit_matrix
+
+    @staticmethod
+    def _result(kp, infos: list[_SegmentInfo], column: np.ndarray) -> KeyPointResult:
+        best_index = int(np.argmax(column)) if len(column) else 0
+        best = float(column[best_index]) if len(column) else 0.0
         return KeyPointResult(
             id=kp.id,
             text=kp.text,
             text_en=kp.text_en,
             weight=kp.weight,
             covered=best >= COVERED_AT,
-            evidence=evidence if best >= COVERED_AT else None,
+            evidence=infos[best_index].segment.text if best >= COVERED_AT else None,
             confidence=round(best, 3),
         )
+
+    @staticmethod
+    def _padded(answer: str, credit_matrix: np.ndarray, seg_vecs: np.ndarray) -> bool:
+        """Padding: most sentences add nothing new, and the answer restates itself or uses filler."""
+        n = len(credit_matrix)
+        if n < 4:
+            return False
+        best = np.zeros(credit_matrix.shape[1])
+        redundant = near_duplicates = 0
+        for i in range(n):
+            if any(float(seg_vecs[i] @ seg_vecs[j]) >= NEAR_DUPLICATE for j in range(i)):
+                near_duplicates += 1
+                redundant += 1
+            elif not (credit_matrix[i] > best + 0.2).any():
+                redundant += 1
+            best = np.maximum(best, credit_matrix[i])
+        fillers = count_filler_phrases(answer)
+        return redundant / n >= PADDING_SHARE and (near_duplicates >= 1 or fillers >= 2)

@@ -9,7 +9,7 @@ from server.corpus.schema import QuestionEntry
 from server.grading.feedback import write_feedback
 from server.grading.llm_grader import LlmGrader, LlmGradingError
 from server.grading.models import Grade, GraderChoice
-from server.grading.rubric_grader import RubricGrader
+from server.grading.rubric_grader import RelevanceRank, RubricGrader
 from server.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -20,8 +20,10 @@ class GraderUnavailable(ValueError):
 
 
 class GradingService:
-    def __init__(self, settings: Settings, embedder: Embedder) -> None:
-        self.rubric = RubricGrader(embedder)
+    def __init__(
+        self, settings: Settings, embedder: Embedder, relevance: RelevanceRank | None = None
+    ) -> None:
+        self.rubric = RubricGrader(embedder, relevance)
         self.llm = LlmGrader(settings) if settings.llm_configured else None
 
     @property

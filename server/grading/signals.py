@@ -25,6 +25,18 @@ INJECTION_PATTERNS = [
     r"\[/?(inst|system)\]",
     r"评分(系统|模型|器)?\s*(请|须|必须|应该)",
     r"as\s+an?\s+(ai|language model|grader)",
+    r"grader\s*[:：]",
+    r"score\s*[=:：]\s*10\b",
+    r"(developer|system|assistant)\s+(message|note|instruction)",
+    r"rubric\s+(is\s+)?(disabled|does\s+not\s+apply|doesn't\s+apply|off)",
+    r"(return|output|print|respond\s+with)\s+(the\s+number\s+|a\s+score\s+of\s+)?10\b",
+    r"new\s+(task|instructions?)\s*[:：]",
+    r"作为(评分|打分|判分)(者|员|模型|器|老师)",
+    r"(必须|务必|一定要)(输出|给出?|打)\s*(10|十|满)",
+    r"(输出|返回)\s*10\s*分?",
+    r"评分(失败|无效)",
+    r"<!--",
+    r"(以上|上述)(指令|规则)(无效|作废)",
 ]
 _INJECTION_RE = re.compile("|".join(f"(?:{p})" for p in INJECTION_PATTERNS), re.IGNORECASE)
 
@@ -33,15 +45,15 @@ _NEGATION_RE = re.compile(
     r"不对|并没有|\bnot\b|n't\b|\bnever\b|rather than|instead of|misconception|wrong to"
 )
 
-# Glue that turns terms into a statement: particles, verbs of relation, English function words.
-_GLUE_ZH = re.compile(
-    r"[的了是在把被用对就会让使和与及为而则即等将从到里中时后前能要来去给比]|如果|因为|所以"
+# Words that, standing alone between terms, make a statement rather than a list.
+_GLUE_WORDS = frozenset(
+    "的 了 是 在 把 被 用 对 就 会 让 使 和 与 及 为 而 则 即 将 从 到 来 去 给 比 做 靠 按 "
+    "如果 因为 所以 但是 但 然后 并且 或者 通过 用于 等于 导致 避免 "
+    "is are was be because so use uses by to of which that means then if when the a an "
+    "prevents avoids makes gives keeps becomes into with for than on in it as".split()
 )
-_GLUE_EN = re.compile(
-    r"\b(is|are|was|be|because|so|uses?|by|to|of|which|that|means|then|if|when|the|a|an|"
-    r"prevents?|avoids?|makes?|gives?|keeps?|becomes?|into|with|for|than|on|in)\b"
-)
-_LIST_SPLIT = re.compile(r"[\s,，、/|;；]+")
+_CHUNK_SPLIT = re.compile(r"[\s,，、/|]+")
+_SENTENCE_PUNCT = re.compile(r"[。；;？?！!，]")
 
 
 @lru_cache(maxsize=8192)
@@ -77,10 +89,38 @@ def is_negated(text: str) -> bool:
 
 
 def is_keyword_list(text: str) -> bool:
-    """A segment that strings terms together without saying anything about them."""
+    """A segment that strings terms together without saying anything about them.
+
+    Signs: five or more short chunks separated by spaces, no sentence punctuation inside, and
+    (almost) no function word standing on its own between them."""
     norm = normalise(text)
-    items = [i for i in _LIST_SPLIT.split(norm) if i]
-    if len(items) < 4:
+    chunks = [c for c in _CHUNK_SPLIT.split(norm) if c]
+    if len(chunks) < 5 or max(len(c) for c in chunks) > 14:
         return False
-    glue = len(_GLUE_ZH.findall(norm)) + len(_GLUE_EN.findall(norm))
-    return glue <= len(items) / 8
+    if _SENTENCE_PUNCT.search(norm):
+        return False
+    glue = sum(c in _GLUE_WORDS or (len(c) > 1 and c[-1] in "的了") for c in chunks)
+    return glue <= len(chunks) / 10
+
+
+# Phrases that lengthen an answer without adding content; evidence of padding, never scored on their own.
+_FILLER_RE = re.compile(
+    r"非常重要|非常关键|非常核心|非常本质|十分重要|至关重要|再强调|再说一遍|重复一下|总之就是|总而言之|"
+    r"值得说清楚|认真回答|仔细说一下|从头到尾|众所周知|毫无疑问|这一点非常|这个问题非常|我想强调|"
+    r"it is very important|to reiterate|as i said|needless to say|let me repeat|once again|"
+    r"it cannot be overstated|very crucial|extremely important"
+)
+
+
+def count_filler_phrases(text: str) -> int:
+    return len(_FILLER_RE.findall(normalise(text)))
+
+
+def token_overlap(a: str, b: str) -> float:
+    """Share of the shorter text's content words that the other text also uses."""
+    from server.retrieval.tokenize import tokenize
+
+    ta, tb = set(tokenize(a)), set(tokenize(b))
+    if not ta or not tb:
+        return 0.0
+    return len(ta & tb) / min(len(ta), len(tb))

@@ -129,8 +129,10 @@ class VectorStore:
 
     def query(self, text: str, n: int) -> list[tuple[str, float]]:
         """(doc_id, cosine similarity) best first."""
+        return self.query_vector(self._embedder.embed_queries([text])[0], n)
+
+    def query_vector(self, vector, n: int) -> list[tuple[str, float]]:
         n = max(1, min(n, self.count()))
-        vector = self._embedder.embed_queries([text])[0]
         res = self._collection.query(query_embeddings=[vector], n_results=n, include=["distances"])
         return [
             (doc_id, 1.0 - float(dist))

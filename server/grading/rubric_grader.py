@@ -123,11 +123,19 @@ class RubricGrader:
             flags.append("keyword_list")
 
         seg_vecs = self._embedder.embed_queries([s.text for s in content])
-        # A sentence that restates an earlier one (same meaning, other words) earns nothing more.
+        # A sentence that restates an earlier one (same meaning, no new terms) earns nothing more.
+        alias_hits = [
+            {kp.id for kp in rubric.key_points if find_aliases(seg.text, kp.aliases)}
+            for seg in content
+        ]
         keep = [
             i
             for i in range(len(content))
-            if not any(float(seg_vecs[i] @ seg_vecs[j]) >= NEAR_DUPLICATE for j in range(i))
+            if not any(
+                float(seg_vecs[i] @ seg_vecs[j]) >= NEAR_DUPLICATE
+                and alias_hits[i] <= alias_hits[j]
+                for j in range(i)
+            )
         ]
         if len(keep) < len(content):
             if (len(content) - len(keep)) / len(content) >= 0.25 and "repetition" not in flags:

@@ -42,7 +42,8 @@ _INJECTION_RE = re.compile("|".join(f"(?:{p})" for p in INJECTION_PATTERNS), re.
 
 _NEGATION_RE = re.compile(
     r"不是|并非|并不|不等于|不等同|不同于|而不是|不能说|不应|不要|误区|误解|错误地|错误的说法|常见错误|"
-    r"不对|并没有|\bnot\b|n't\b|\bnever\b|rather than|instead of|misconception|wrong to"
+    r"不对|并没有|不需要|无需|不用|"
+    r"\bnot\b|n't\b|\bnever\b|\bno\b|without|rather than|instead of|misconception|wrong to"
 )
 
 # Words that, standing alone between terms, make a statement rather than a list.

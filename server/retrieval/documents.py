@@ -6,6 +6,8 @@ import hashlib
 from dataclasses import dataclass
 
 from server.corpus.bank import QuestionBank
+from server.corpus.parser import split_numbered
+from server.corpus.schema import QuestionEntry
 
 
 @dataclass(frozen=True)
@@ -19,12 +21,34 @@ class SearchDocument:
         return hashlib.sha256(f"{embedder_name}\x00{self.text}".encode()).hexdigest()
 
 
+def _headline(text: str, limit: int) -> str:
+    """The part of a multi-part question before its numbered parts (or its opening)."""
+    stem, parts = split_numbered(text)
+    head = stem if parts and len(stem) >= 4 else text
+    return head[:limit]
+
+
 def build_documents(bank: QuestionBank) -> list[SearchDocument]:
+    """Dense documents. A multi-part entry is embedded as its headline plus one document per
+    part, so long texts are not embedded twice (ingest time) and each part can be hit alone."""
     docs: list[SearchDocument] = []
     for e in bank:
-        docs.append(SearchDocument(f"{e.id}#zh", e.id, "", f"{e.topic}：{e.text}"))
-        docs.append(SearchDocument(f"{e.id}#en", e.id, "", e.text_en))
+        zh, en = e.text, e.text_en
+        if e.subquestions:
+            zh, en = _headline(e.text, 120), _headline(e.text_en, 300)
+        docs.append(SearchDocument(f"{e.id}#zh", e.id, "", f"{e.topic}：{zh}"))
+        docs.append(SearchDocument(f"{e.id}#en", e.id, "", en))
         for sq in e.subquestions:
             docs.append(SearchDocument(f"{sq.id}#zh", e.id, sq.id, f"{e.topic}：{sq.text}"))
             docs.append(SearchDocument(f"{sq.id}#en", e.id, sq.id, sq.text_en))
     return docs
+
+
+def lexical_text(entry: QuestionEntry) -> str:
+    """Everything BM25 may match for an entry: the question in both languages, its parts, and the
+    rubric's key points with their aliases (the words candidates use for the same ideas)."""
+    parts = [entry.topic, entry.text, entry.text_en]
+    if entry.rubric is not None:
+        for kp in entry.rubric.key_points:
+            parts += [kp.text, kp.text_en, " ".join(kp.aliases)]
+    return "\n".join(parts)

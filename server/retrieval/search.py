@@ -9,12 +9,15 @@ from rank_bm25 import BM25Okapi
 
 from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
-from server.retrieval.documents import SearchDocument
+from server.retrieval.documents import SearchDocument, lexical_text
 from server.retrieval.tokenize import tokenize
 from server.retrieval.vector_store import VectorStore
 
 # How many documents each retriever contributes before fusion.
 CANDIDATES = 120
+# Reciprocal-rank-fusion weights: dense retrieval is the stronger signal on paraphrases.
+DENSE_WEIGHT = 1.0
+BM25_WEIGHT = 0.7
 
 
 class SearchMode(StrEnum):
@@ -60,7 +63,12 @@ class QuestionSearcher:
         self._by_id = {d.doc_id: d for d in docs}
         self._store = store
         self._rrf_k = rrf_k
-        self._bm25 = BM25Okapi([list(tokenize(d.text)) or ["∅"] for d in docs])
+        # BM25 also sees each entry's full text and rubric vocabulary (no embedding cost).
+        self._lexical = docs + [
+            SearchDocument(f"{e.id}#lex", e.id, "", lexical_text(e)) for e in bank
+        ]
+        self._by_id.update({d.doc_id: d for d in self._lexical})
+        self._bm25 = BM25Okapi([list(tokenize(d.text)) or ["∅"] for d in self._lexical])
 
     def _bm25_ranking(self, query: str) -> list[tuple[str, float]]:
         tokens = list(tokenize(query))
@@ -68,7 +76,7 @@ class QuestionSearcher:
             return []
         scores = self._bm25.get_scores(tokens)
         order = sorted(range(len(scores)), key=lambda i: -scores[i])[:CANDIDATES]
-        return [(self._docs[i].doc_id, float(scores[i])) for i in order if scores[i] > 0]
+        return [(self._lexical[i].doc_id, float(scores[i])) for i in order if scores[i] > 0]
 
     def _entry_ranking(self, doc_ranking: list[tuple[str, float]]) -> list[tuple[str, str, float]]:
         """Collapse documents to entries, keeping each entry's best document."""
@@ -119,11 +127,12 @@ class QuestionSearcher:
         return None
 
     def _fuse(self, rankings: list[list[tuple[str, str, float]]]) -> list[tuple[str, str, float]]:
+        """rankings = [bm25, dense]; weighted reciprocal rank fusion."""
         scores: dict[str, float] = {}
         best_sub: dict[str, tuple[int, str]] = {}
-        for ranking in rankings:
+        for ranking, weight in zip(rankings, (BM25_WEIGHT, DENSE_WEIGHT), strict=False):
             for rank, (entry_id, sub_id, _) in enumerate(ranking, start=1):
-                scores[entry_id] = scores.get(entry_id, 0.0) + 1.0 / (self._rrf_k + rank)
+                scores[entry_id] = scores.get(entry_id, 0.0) + weight / (self._rrf_k + rank)
                 if entry_id not in best_sub or rank < best_sub[entry_id][0]:
                     best_sub[entry_id] = (rank, sub_id)
         order = sorted(scores, key=lambda eid: -scores[eid])

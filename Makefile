@@ -36,7 +36,7 @@ run: install
 browser:
 	@if [ ! -x /usr/bin/chromium ]; then \
 		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver fonts-noto-cjk; \
 		else \
 			echo "Install Debian's chromium (sudo apt-get install chromium chromium-driver)"; exit 1; \
 		fi; \

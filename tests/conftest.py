@@ -51,8 +51,10 @@ def free_port() -> int:
 def base_url(settings, services) -> Iterator[str]:
     """The real FastAPI app served by uvicorn on loopback, in a background thread."""
     port = free_port()
+    # The mounted UI calls this same server, as the UI user "frank".
+    app_settings = settings.model_copy(update={"port": port, "ui_token": "tok-frank"})
     config = uvicorn.Config(
-        create_app(settings, services), host="127.0.0.1", port=port, log_level="warning"
+        create_app(app_settings, services), host="127.0.0.1", port=port, log_level="warning"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

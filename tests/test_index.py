@@ -71,3 +71,14 @@ def test_tokenizer_keeps_latin_terms_whole():
     for term in ("ppo-clip", "bradley-terry", "kl", "grpo", "k3", "ppo", "clip"):
         assert term in tokens
     assert "的" not in tokens and "散度" in tokens
+
+
+def test_sparse_bm25_matches_rank_bm25():
+    from rank_bm25 import BM25Okapi
+
+    from server.retrieval.search import _Bm25Matrix
+
+    corpus = [list(tokenize(d.text)) for d in DOCS] + [list(tokenize("PPO 的 clip 与 KL 惩罚"))]
+    query = list(tokenize("DPO 的 KL 和 clip"))
+    assert np.allclose(BM25Okapi(corpus).get_scores(query), _Bm25Matrix(corpus).scores(query))
+    assert not _Bm25Matrix(corpus).scores(["未出现的词"]).any()

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
 from rank_bm25 import BM25Okapi
+from scipy.sparse import csc_matrix
 
 from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
@@ -14,10 +16,33 @@ from server.retrieval.tokenize import tokenize
 from server.retrieval.vector_store import VectorStore
 
 # How many documents each retriever contributes before fusion.
-CANDIDATES = 120
+CANDIDATES = 80
 # Reciprocal-rank-fusion weights: dense retrieval is the stronger signal on paraphrases.
 DENSE_WEIGHT = 1.0
 BM25_WEIGHT = 0.7
+
+
+class _Bm25Matrix:
+    """Okapi BM25 (rank-bm25's scoring) precomputed as a sparse doc × term weight matrix, so a
+    query costs one column sum instead of a Python loop over every document."""
+
+    def __init__(self, corpus: list[list[str]]) -> None:
+        bm25 = BM25Okapi(corpus)
+        self._vocab = {term: i for i, term in enumerate(bm25.idf)}
+        rows, cols, vals = [], [], []
+        for d, freqs in enumerate(bm25.doc_freqs):
+            norm = bm25.k1 * (1 - bm25.b + bm25.b * bm25.doc_len[d] / bm25.avgdl)
+            for term, tf in freqs.items():
+                rows.append(d)
+                cols.append(self._vocab[term])
+                vals.append(bm25.idf[term] * tf * (bm25.k1 + 1) / (tf + norm))
+        self._matrix = csc_matrix((vals, (rows, cols)), shape=(len(corpus), len(self._vocab)))
+
+    def scores(self, tokens: list[str]) -> np.ndarray:
+        ids = [self._vocab[t] for t in tokens if t in self._vocab]
+        if not ids:
+            return np.zeros(self._matrix.shape[0])
+        return np.asarray(self._matrix[:, ids].sum(axis=1)).ravel()
 
 
 class SearchMode(StrEnum):
@@ -68,14 +93,14 @@ class QuestionSearcher:
             SearchDocument(f"{e.id}#lex", e.id, "", lexical_text(e)) for e in bank
         ]
         self._by_id.update({d.doc_id: d for d in self._lexical})
-        self._bm25 = BM25Okapi([list(tokenize(d.text)) or ["∅"] for d in self._lexical])
+        self._bm25 = _Bm25Matrix([list(tokenize(d.text)) or ["∅"] for d in self._lexical])
 
     def _bm25_ranking(self, query: str) -> list[tuple[str, float]]:
         tokens = list(tokenize(query))
         if not tokens:
             return []
-        scores = self._bm25.get_scores(tokens)
-        order = sorted(range(len(scores)), key=lambda i: -scores[i])[:CANDIDATES]
+        scores = self._bm25.scores(tokens)
+        order = np.argsort(-scores, kind="stable")[:CANDIDATES]
         return [(self._lexical[i].doc_id, float(scores[i])) for i in order if scores[i] > 0]
 
     def _entry_ranking(self, doc_ranking: list[tuple[str, float]]) -> list[tuple[str, str, float]]:

@@ -47,6 +47,7 @@ OFF_TOPIC_RANK = 10
 OFF_TOPIC_SIMILARITY = {"e5-small-q4": 0.925, "use-m3": 0.6}
 OFF_TOPIC_FACTOR = 0.1
 COVERED_AT = 0.5
+EMBED_CHAR_BUDGET = 250
 
 
 class RubricVectors:
@@ -122,7 +123,7 @@ class RubricGrader:
         if sum(i.keyword_list for i in infos) / len(infos) >= 0.5:
             flags.append("keyword_list")
 
-        seg_vecs = self._embedder.embed_queries([s.text for s in content])
+        seg_vecs = self._embed_within_budget([s.text for s in content])
         # A sentence that restates an earlier one (same meaning, no new terms) earns nothing more.
         alias_hits = [
             {kp.id for kp in rubric.key_points if find_aliases(seg.text, kp.aliases)}
@@ -198,6 +199,21 @@ class RubricGrader:
             flags=flags,
             reference_answer=rubric.reference_answer,
         )
+
+    def _embed_within_budget(self, texts: list[str]) -> np.ndarray:
+        """Embed segments in answer order up to EMBED_CHAR_BUDGET characters (the model costs about
+        half a millisecond per character on two cores). Later segments of a long answer are judged
+        by their aliases alone: their vectors stay zero, so they match nothing by meaning."""
+        vectors = np.zeros((len(texts), self._embedder.dim), dtype=np.float32)
+        chosen, used = [], 0
+        for i, text in enumerate(texts):
+            if i and used + len(text) > EMBED_CHAR_BUDGET:
+                break
+            chosen.append(i)
+            used += len(text)
+        if chosen:
+            vectors[chosen] = self._embedder.embed_queries([texts[i] for i in chosen])
+        return vectors
 
     def _off_topic(
         self, entry: QuestionEntry, answer: str, seg_vecs: np.ndarray, kp_sims: np.ndarray

@@ -7,6 +7,7 @@ from typing import TextIO
 
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -52,10 +53,10 @@ def grade_panel(grade: dict, late: bool) -> Panel:
     table = Table.grid(padding=(0, 1))
     for kp in grade["key_points"]:
         mark = "[green]✓[/green]" if kp["covered"] else "[red]✗[/red]"
-        evidence = f" [dim]“{kp['evidence']}”[/dim]" if kp.get("evidence") else ""
-        table.add_row(mark, f"{kp['text']}{evidence}")
+        evidence = f" [dim]“{escape(kp['evidence'])}”[/dim]" if kp.get("evidence") else ""
+        table.add_row(mark, f"{escape(kp['text'])}{evidence}")
     for m in grade["misconceptions"]:
-        table.add_row("[yellow]⚠[/yellow]", f"{m['text']} → {m['correction']}")
+        table.add_row("[yellow]⚠[/yellow]", escape(f"{m['text']} → {m['correction']}"))
     flags = ", ".join(grade.get("flags", [])) + (
         " (late)" if late and "late" not in grade.get("flags", []) else ""
     )
@@ -79,7 +80,9 @@ def run_interview(
         return None
     sid, deadline = session["id"], session["deadline"]
     console.print(Panel(HELP, title=f"Sparring · session {sid[:8]} · {remaining(deadline)}"))
-    console.print(Panel(session["question"]["prompt"], title="Interviewer", border_style="cyan"))
+    console.print(
+        Panel(escape(session["question"]["prompt"]), title="Interviewer", border_style="cyan")
+    )
     while True:
         text = read_answer(console, stream)
         action = "end" if text is None else COMMANDS.get(text.strip().lower(), "answer")
@@ -98,11 +101,13 @@ def run_interview(
                 break
             if action == "followup":
                 nxt = client.followup(sid)
-                console.print(Panel(nxt["prompt"], title="Interviewer", border_style="cyan"))
+                console.print(
+                    Panel(escape(nxt["prompt"]), title="Interviewer", border_style="cyan")
+                )
                 continue
             result = client.skip(sid) if action == "skip" else client.answer(sid, text or "")
         except ApiError as exc:
-            console.print(f"[red]{exc}[/red]")
+            console.print(f"[red]{escape(str(exc))}[/red]")
             if exc.code in ("session_ended", "not_found"):
                 break
             continue
@@ -110,7 +115,11 @@ def run_interview(
             console.print(grade_panel(result["grade"], result.get("late", False)))
         nxt = result["next"]
         console.print(
-            Panel(nxt["prompt"], title=f"Interviewer · {remaining(deadline)}", border_style="cyan")
+            Panel(
+                escape(nxt["prompt"]),
+                title=f"Interviewer · {remaining(deadline)}",
+                border_style="cyan",
+            )
         )
         if nxt["kind"] == "end":
             break
@@ -135,10 +144,10 @@ def show_report(client: SparringClient, sid: str, console: Console) -> None:
     for q in report["questions"]:
         table.add_row(
             str(q["number"]),
-            q["text"][:50],
+            escape(q["text"][:50]),
             f"{q['score']}",
             str(len(q["covered"])),
-            ", ".join(m["text"][:24] for m in q["missed"][:3]),
+            escape(", ".join(m["text"][:24] for m in q["missed"][:3])),
         )
     console.print(table)
     topics = " · ".join(f"{area} {avg}" for area, avg in report["per_topic"].items())

@@ -7,6 +7,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,14 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         return JSONResponse(
             error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(SQLAlchemyTimeoutError)
+    async def _busy(_: Request, exc: SQLAlchemyTimeoutError) -> JSONResponse:
+        return JSONResponse(
+            error_body("busy", "the server is overloaded; nothing was saved, retry in a moment"),
+            status_code=503,
+            headers={"Retry-After": "5"},
         )
 
     @app.exception_handler(Exception)

@@ -16,7 +16,14 @@ def make_engine(settings: Settings) -> Engine:
     url = settings.sqlalchemy_url
     if url.startswith("sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        # Every API worker thread may hold a connection while it grades; SQLite connections are cheap.
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=40,
+            max_overflow=40,
+            pool_timeout=120,
+        )
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
@@ -28,7 +35,9 @@ def make_engine(settings: Settings) -> Engine:
             cur.close()
 
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        engine = create_engine(
+            url, pool_pre_ping=True, pool_size=20, max_overflow=20, pool_timeout=120
+        )
     Base.metadata.create_all(engine)
     return engine
 

@@ -28,8 +28,8 @@ install-dev: $(VENV)/.installed-dev
 ingest: install
 	$(VENV)/bin/sparring ingest
 
+# `serve` builds or refreshes the index (embedding only what changed) before it listens.
 run: install
-	$(VENV)/bin/sparring ingest
 	$(VENV)/bin/sparring serve --host $(HOST) --port $(PORT)
 
 # The UI test drives Debian's Chromium (Playwright cannot download browsers here).

@@ -37,6 +37,11 @@ INJECTION_PATTERNS = [
     r"评分(失败|无效)",
     r"<!--",
     r"(以上|上述)(指令|规则)(无效|作废)",
+    r"(new|previous|updated|old)\s+rubric|rubric\s+is\s+(outdated|obsolete|replaced)",
+    r"\bgets?\s+(a\s+)?(score\s+of\s+)?10\b",
+    r"\b10\s*/\s*10\b",
+    r"(^|\s)(assistant|user|system|human)\s*[:：]",
+    r"(新的|原来的|之前的)评分(标准|规则)",
 ]
 _INJECTION_RE = re.compile("|".join(f"(?:{p})" for p in INJECTION_PATTERNS), re.IGNORECASE)
 

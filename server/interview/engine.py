@@ -39,7 +39,7 @@ from server.interview.schemas import (
     TurnOut,
 )
 from server.retrieval.search import QuestionSearcher, SearchFilters
-from server.storage.models import AskedQuestion, InterviewSession, Turn
+from server.storage.models import AskedQuestion, InterviewSession, Turn, aware
 
 MISCONCEPTION_PENALTY = 1.5
 MAX_PENALTY = 4.0
@@ -57,13 +57,6 @@ class EngineRules:
     max_probes: int = 2
     probe_below: float = 8.5
     followup_from: float = 6.0
-
-
-def aware(dt: datetime | None) -> datetime | None:
-    """SQLite returns naive datetimes; everything here is UTC."""
-    if dt is None:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def now() -> datetime:

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from server.corpus.bank import QuestionBank
 from server.interview.schemas import Mastery, Progress, ReviewItem
-from server.storage.models import AskedQuestion, InterviewSession, ReviewCard
+from server.storage.models import AskedQuestion, InterviewSession, ReviewCard, aware
 
 SCORED_STATUSES = ("done", "skipped", "unanswered")
 
@@ -24,10 +24,6 @@ def rating_for(score: float) -> Rating:
     if score < 8.5:
         return Rating.Good
     return Rating.Easy
-
-
-def _aware(dt: datetime) -> datetime:
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def record_session(db: Session, bank: QuestionBank, session: InterviewSession) -> None:
@@ -67,9 +63,9 @@ def review_candidates(db: Session, bank: QuestionBank, user: str) -> list[str]:
     """Due cards first (earliest due), then the weakest scores."""
     rows = db.scalars(select(ReviewCard).where(ReviewCard.user == user)).all()
     now = datetime.now(UTC)
-    due = sorted((r for r in rows if _aware(r.due) <= now), key=lambda r: _aware(r.due))
+    due = sorted((r for r in rows if aware(r.due) <= now), key=lambda r: aware(r.due))
     weak = sorted(
-        (r for r in rows if _aware(r.due) > now and r.last_score < 6), key=lambda r: r.last_score
+        (r for r in rows if aware(r.due) > now and r.last_score < 6), key=lambda r: r.last_score
     )
     return [r.entry_id for r in [*due, *weak] if bank.get(r.entry_id) is not None]
 
@@ -89,7 +85,7 @@ def user_progress(db: Session, bank: QuestionBank, user: str) -> Progress:
                 "id": s.id,
                 "mode": s.mode,
                 "status": s.status,
-                "created_at": _aware(s.created_at).isoformat(),
+                "created_at": aware(s.created_at).isoformat(),
                 "questions": len(scored),
                 "average": round(sum(q.score for q in scored) / len(scored), 1) if scored else None,
             }
@@ -97,7 +93,7 @@ def user_progress(db: Session, bank: QuestionBank, user: str) -> Progress:
         for q in scored:
             entry = bank.get(q.entry_id)
             if entry is not None:
-                by_area.setdefault(entry.area.value, []).append((_aware(s.created_at), q.score))
+                by_area.setdefault(entry.area.value, []).append((aware(s.created_at), q.score))
     mastery = []
     for area, points in sorted(by_area.items()):
         recent = [score for _, score in points[-10:]]
@@ -113,7 +109,7 @@ def user_progress(db: Session, bank: QuestionBank, user: str) -> Progress:
     now = datetime.now(UTC)
     cards = db.scalars(select(ReviewCard).where(ReviewCard.user == user)).all()
     queue = []
-    for r in sorted(cards, key=lambda r: _aware(r.due)):
+    for r in sorted(cards, key=lambda r: aware(r.due)):
         entry = bank.get(r.entry_id)
         if entry is None:
             continue
@@ -122,8 +118,8 @@ def user_progress(db: Session, bank: QuestionBank, user: str) -> Progress:
                 entry_id=r.entry_id,
                 text=entry.text,
                 area=entry.area.value,
-                due=_aware(r.due),
-                is_due=_aware(r.due) <= now,
+                due=aware(r.due),
+                is_due=aware(r.due) <= now,
                 last_score=r.last_score,
                 reviews=r.reviews,
             )

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from server.corpus.bank import QuestionBank
 from server.interview.progress import scored_questions
 from server.interview.schemas import Mode, Report, ReportQuestion
-from server.storage.models import InterviewSession
-
-
-def _aware(dt: datetime | None) -> datetime | None:
-    if dt is None:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+from server.storage.models import InterviewSession, aware
 
 
 def build_report(bank: QuestionBank, session: InterviewSession) -> Report:
@@ -36,7 +28,7 @@ def build_report(bank: QuestionBank, session: InterviewSession) -> Report:
             for kp in entry.rubric.key_points
             if kp.id not in {c["id"] for c in covered}
         ]
-        asked, answered = _aware(q.asked_at), _aware(q.answered_at)
+        asked, answered = aware(q.asked_at), aware(q.answered_at)
         score = float(q.score or 0.0)
         per_area.setdefault(entry.area.value, []).append(score)
         questions.append(
@@ -68,8 +60,8 @@ def build_report(bank: QuestionBank, session: InterviewSession) -> Report:
         mode=Mode(session.mode),
         status=session.status,
         end_reason=session.end_reason,
-        created_at=_aware(session.created_at),
-        ended_at=_aware(session.ended_at),
+        created_at=aware(session.created_at),
+        ended_at=aware(session.ended_at),
         overall_score=overall,
         questions=questions,
         per_topic={a: round(sum(v) / len(v), 1) for a, v in sorted(per_area.items())},

@@ -10,13 +10,12 @@ import server.offline  # noqa: F401  (LITELLM_LOCAL_MODEL_COST_MAP before litell
 from server.config import Settings
 from server.corpus.schema import QuestionEntry
 from server.grading.models import Grade, KeyPointResult, MisconceptionHit
+from server.grading.scoring import score_from
 from server.grading.segments import normalise
 from server.grading.signals import is_injection
 from server.prompts import render
 
 log = logging.getLogger(__name__)
-MISCONCEPTION_PENALTY = 1.5
-MAX_PENALTY = 4.0
 _TAG_RE = re.compile(r"<\s*/?\s*candidate_answer\s*>", re.IGNORECASE)
 
 
@@ -144,11 +143,8 @@ class LlmGrader:
                 )
         if is_injection(answer):
             flags.append("injection")
-        total = sum(kp.weight for kp in rubric.key_points)
-        raw = 10.0 * sum(r.weight for r in results if r.covered) / total
-        penalty = min(MAX_PENALTY, MISCONCEPTION_PENALTY * len(hits))
         return Grade(
-            score=round(max(0.0, min(10.0, raw - penalty)), 1),
+            score=score_from(results, len(hits), flags),
             grader=self.name,
             key_points=results,
             misconceptions=hits,

@@ -11,6 +11,7 @@ import numpy as np
 from server.corpus.schema import QuestionEntry
 from server.grading.feedback import write_feedback
 from server.grading.models import Grade, KeyPointResult, MisconceptionHit
+from server.grading.scoring import score_from
 from server.grading.segments import Segment, merge_for_embedding, split_segments
 from server.grading.signals import (
     count_filler_phrases,
@@ -34,18 +35,13 @@ DEFAULT_RAMP = (0.55, 0.80)
 MISCONCEPTION_SIMILARITY = {"e5-small-q4": 0.93, "use-m3": 0.8}
 MISCONCEPTION_MARGIN = 0.02
 MISCONCEPTION_OVERLAP = 0.4  # and it must share words with the wrong statement, not just the topic
-MISCONCEPTION_PENALTY = 1.5
-MAX_PENALTY = 4.0
 KEYWORD_LIST_CREDIT = 0.25
-REPETITION_PENALTY = 1.0  # repeated sentences, or mostly filler
-INJECTION_PENALTY = 1.5  # an answer that tries to instruct the grader
 FILLER_SHARE = 0.4
 PADDING_SHARE = 0.4  # share of sentences that add no new key-point evidence
 NEAR_DUPLICATE = 0.93  # cosine between two sentences of one answer that say the same thing
 # Off-topic: the question is not among the answer's nearest questions and nothing is close to a point.
 OFF_TOPIC_RANK = 10
 OFF_TOPIC_SIMILARITY = {"e5-small-q4": 0.925, "use-m3": 0.6}
-OFF_TOPIC_FACTOR = 0.1
 COVERED_AT = 0.5
 EMBED_CHAR_BUDGET = 250
 
@@ -153,22 +149,14 @@ class RubricGrader:
             self._result(kp, infos, credit_matrix[:, k]) for k, kp in enumerate(rubric.key_points)
         ]
 
-        total_weight = sum(kp.weight for kp in rubric.key_points)
-        raw = 10.0 * sum(r.weight * r.confidence for r in results) / total_weight
         if self._off_topic(entry, answer, seg_vecs, kp_sims):
             flags.append("off_topic")
-            raw *= OFF_TOPIC_FACTOR
         if "repetition" not in flags and (
             self._mostly_filler(infos, kp_sims, rubric)
             or self._padded(answer, credit_matrix, seg_vecs)
         ):
             flags.append("repetition")
-        penalty = min(MAX_PENALTY, MISCONCEPTION_PENALTY * len(misconceptions))
-        if "repetition" in flags:
-            penalty += REPETITION_PENALTY
-        if "injection" in flags:
-            penalty += INJECTION_PENALTY
-        score = round(max(0.0, min(10.0, raw - penalty)), 1)
+        score = score_from(results, len(misconceptions), flags)
         feedback = write_feedback(entry, results, misconceptions, flags, language)
         return Grade(
             score=score,

@@ -24,6 +24,7 @@ from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry, Relation
 from server.grading.feedback import write_feedback
 from server.grading.models import Grade, GraderChoice, KeyPointResult, MisconceptionHit
+from server.grading.scoring import score_from
 from server.grading.service import GradingService
 from server.interview import progress, selection
 from server.interview.phrasing import Phrasing
@@ -41,8 +42,6 @@ from server.interview.schemas import (
 from server.retrieval.search import QuestionSearcher, SearchFilters
 from server.storage.models import AskedQuestion, InterviewSession, Turn, aware
 
-MISCONCEPTION_PENALTY = 1.5
-MAX_PENALTY = 4.0
 HINT_CAP_STEP = 2.5
 
 
@@ -306,17 +305,18 @@ class InterviewEngine:
         }
         for m in grade.misconceptions:
             misconceptions.setdefault(m.id, m)
-        flags = list(dict.fromkeys([*asked.result.get("flags", []), *grade.flags]))
+        earlier_flags = asked.result.get("flags", [])
+        flags = list(dict.fromkeys([*earlier_flags, *grade.flags]))
+        # Off-topic describes the whole question only while no answer to it was on topic.
+        if "off_topic" in flags and asked.result and "off_topic" not in earlier_flags:
+            flags.remove("off_topic")
+        if "off_topic" in flags and "off_topic" not in grade.flags:
+            flags.remove("off_topic")
         if late and "late" not in flags:
             flags.append("late")
         if asked.hints and "hint_used" not in flags:
             flags.append("hint_used")
-        total = sum(kp.weight for kp in points) or 1.0
-        raw = 10.0 * sum(kp.weight * kp.confidence for kp in points) / total
-        penalty = min(MAX_PENALTY, MISCONCEPTION_PENALTY * len(misconceptions))
-        if "repetition" in flags:
-            penalty += 1.0
-        score = round(max(0.0, min(self._cap(asked), raw - penalty)), 1)
+        score = score_from(points, len(misconceptions), flags, cap=self._cap(asked))
         merged = Grade(
             score=score,
             grader=grade.grader,

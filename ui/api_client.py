@@ -4,9 +4,21 @@ It holds no interview logic: every decision is the server's."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+
+
+def seconds_left(deadline: str) -> float:
+    """Seconds until a deadline as the server sends it (ISO 8601); negative once it has passed."""
+    return (
+        datetime.fromisoformat(deadline.replace("Z", "+00:00")) - datetime.now(UTC)
+    ).total_seconds()
+
+
+def mm_ss(seconds: float) -> str:
+    return f"{int(seconds // 60):02d}:{int(seconds % 60):02d}"
 
 
 class ApiError(Exception):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import UTC, datetime
 from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -14,7 +13,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr
 import pandas as pd
 
-from ui.api_client import ApiError, SparringClient
+from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
 
 LATEX = [
     {"left": "$$", "right": "$$", "display": True},
@@ -112,12 +111,10 @@ def countdown_text(deadline: str | None, ui_lang: str) -> str:
     t = _lang(ui_lang)
     if not deadline:
         return f"⏱ {t['untimed']}"
-    left = (
-        datetime.fromisoformat(deadline.replace("Z", "+00:00")) - datetime.now(UTC)
-    ).total_seconds()
+    left = seconds_left(deadline)
     if left <= 0:
         return f"⏱ **{t['time_up']}**"
-    return f"⏱ **{int(left // 60):02d}:{int(left % 60):02d}** {t['left']}"
+    return f"⏱ **{mm_ss(left)}** {t['left']}"
 
 
 def chat_from_state(state: dict) -> list[dict[str, str]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import TextIO
 
 from rich.console import Console
@@ -11,7 +10,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from ui.api_client import ApiError, SparringClient
+from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
 
 COMMANDS = {
     "/hint": "hint",
@@ -26,12 +25,10 @@ HELP = "Answer, then press Enter (end a line with \\ to continue it). Commands: 
 def remaining(deadline: str | None) -> str:
     if not deadline:
         return "untimed"
-    left = (
-        datetime.fromisoformat(deadline.replace("Z", "+00:00")) - datetime.now(UTC)
-    ).total_seconds()
+    left = seconds_left(deadline)
     if left <= 0:
         return "time is up"
-    return f"{int(left // 60):02d}:{int(left % 60):02d} left"
+    return f"{mm_ss(left)} left"
 
 
 def read_answer(console: Console, stream: TextIO) -> str | None:

@@ -295,6 +295,42 @@ def corpus_validate() -> None:
         raise typer.Exit(1)
 
 
+@corpus_app.command("coding")
+def corpus_coding(
+    task: Annotated[str, typer.Option(help="Check only this task id")] = "",
+) -> None:
+    """Check the coding tasks: each reference passes its hidden tests and each known wrong answer
+    fails exactly the tests it lists (runs them all in the sandbox)."""
+    from server.corpus.bank import load_bank
+    from server.corpus.coding import CodingTaskError, load_coding_tasks
+    from server.grading.code_grader import verify_known_answers
+    from server.grading.sandbox import Sandbox
+
+    settings = Settings()
+    try:
+        tasks = load_coding_tasks(settings.coding_dir, load_bank(settings.questions_dir))
+    except CodingTaskError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    sandbox = Sandbox()
+    problems: list[str] = []
+    for prepared in tasks.tasks:
+        if task and prepared.task.id != task:
+            continue
+        found = verify_known_answers(prepared, sandbox)
+        problems += found
+        questions = ", ".join(prepared.task.questions)
+        status = "[green]ok[/green]" if not found else f"[red]{len(found)} problem(s)[/red]"
+        console.print(
+            f"{prepared.task.id}: {len(prepared.cases)} cases, "
+            f"{len(prepared.task.known_answers)} known answers, questions {questions}: {status}"
+        )
+    for p in problems:
+        console.print(f"[red]{p}[/red]")
+    if problems:
+        raise typer.Exit(1)
+
+
 @corpus_app.command("stats")
 def corpus_stats(
     by: Annotated[str, typer.Option(help="Group by 'topic' (the source tag) or 'area'")] = "topic",

@@ -52,11 +52,21 @@ class Settings(BaseSettings):
     llm_max_retries: int = Field(default=1, ge=0)
 
     max_answer_chars: int = Field(default=8000, gt=0)
+    # The sandbox that runs candidates' code for coding questions.
+    sandbox_enabled: bool = True
+    sandbox_wall_seconds: float = Field(default=15.0, gt=0)
+    sandbox_cpu_seconds: int = Field(default=8, gt=0)
+    sandbox_memory_mb: int = Field(default=2048, ge=256)
+    sandbox_max_parallel: int = Field(default=2, ge=1)
     rrf_k: int = 60
 
     @property
     def questions_dir(self) -> Path:
         return self.corpus_dir / "questions"
+
+    @property
+    def coding_dir(self) -> Path:
+        return self.corpus_dir / "coding"
 
     @property
     def raw_dir(self) -> Path:

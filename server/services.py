@@ -8,6 +8,9 @@ from functools import cached_property
 
 from server.config import Settings
 from server.corpus.bank import QuestionBank, load_bank
+from server.corpus.coding import CodingTasks, load_coding_tasks
+from server.grading.code_grader import CodeGrader
+from server.grading.sandbox import Sandbox, SandboxLimits
 from server.grading.service import GradingService
 from server.interview.engine import InterviewEngine
 from server.interview.phrasing import Phrasing
@@ -50,8 +53,24 @@ class Services:
         )
 
     @cached_property
+    def coding_tasks(self) -> CodingTasks:
+        return load_coding_tasks(self.settings.coding_dir, self.bank)
+
+    @cached_property
+    def code_grader(self) -> CodeGrader | None:
+        if not self.settings.sandbox_enabled:
+            return None
+        limits = SandboxLimits(
+            wall_seconds=self.settings.sandbox_wall_seconds,
+            cpu_seconds=self.settings.sandbox_cpu_seconds,
+            memory_mb=self.settings.sandbox_memory_mb,
+            max_parallel=self.settings.sandbox_max_parallel,
+        )
+        return CodeGrader(self.coding_tasks, Sandbox(limits))
+
+    @cached_property
     def grading(self) -> GradingService:
-        return GradingService(self.settings, self.embedder, self.searcher.rank_of)
+        return GradingService(self.settings, self.embedder, self.searcher.rank_of, self.code_grader)
 
     @cached_property
     def database(self) -> Database:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from server.corpus.schema import QuestionEntry
-from server.grading.models import KeyPointResult, MisconceptionHit
+from server.grading.models import KeyPointResult, MisconceptionHit, TestResult
 
 FLAG_TEXT = {
     "zh": {
@@ -17,6 +17,8 @@ FLAG_TEXT = {
         "llm_fallback": "LLM 评分失败，已改用离线评分标准评分。",
         "late": "本题在截止时间之后作答。",
         "hint_used": "使用了提示，本题得分有上限。",
+        "code_error": "代码没能运行（原因见下方隐藏测试）；编程题里，测试覆盖的要点只按文字解释给一半分。",
+        "no_code": "这道题要手写代码，回答里没有找到代码，隐藏测试没有运行。",
     },
     "en": {
         "empty": "No answer was given; this question scores 0.",
@@ -29,6 +31,8 @@ FLAG_TEXT = {
         "llm_fallback": "The LLM grader failed; the offline rubric grader was used instead.",
         "late": "This answer came after the deadline.",
         "hint_used": "A hint was used, so this question's score is capped.",
+        "code_error": "The code did not run (see the hidden tests below); on a coding question the points its tests cover earn half their credit from the prose alone.",
+        "no_code": "This question asks for code; none was found in the answer, so the hidden tests did not run.",
     },
 }
 
@@ -39,6 +43,7 @@ def write_feedback(
     misconceptions: list[MisconceptionHit],
     flags: list[str],
     language: str = "zh",
+    tests: list[TestResult] | None = None,
 ) -> str:
     en = language == "en"
     rubric = entry.rubric
@@ -61,4 +66,15 @@ def write_feedback(
         for m in misconceptions:
             fix = "Correction" if en else "更正"
             lines.append(f"- “{m.evidence}” → {m.text}。{fix}：{m.correction}")
+    if tests:
+        passed = sum(t.passed for t in tests)
+        lines.append(
+            f"Hidden tests: {passed}/{len(tests)} passed"
+            if en
+            else f"隐藏测试：{passed}/{len(tests)} 通过"
+        )
+        lines += [
+            f"- {'✓' if t.passed else '✗'} {t.explain}" + ("" if t.passed else f" — {t.message}")
+            for t in tests
+        ]
     return "\n".join(lines)

@@ -30,6 +30,15 @@ class MisconceptionHit(BaseModel):
     evidence: str
 
 
+class TestResult(BaseModel):
+    """One hidden test of a coding question, run against the candidate's function in the sandbox."""
+
+    name: str
+    passed: bool
+    explain: str = Field(description="What the test checks")
+    message: str = Field(default="", description="Why it failed, or 'ok'")
+
+
 class Grade(BaseModel):
     score: float = Field(ge=0, le=10)
     max_score: int = 10
@@ -39,3 +48,6 @@ class Grade(BaseModel):
     feedback: str
     flags: list[str] = Field(default_factory=list)
     reference_answer: str = ""
+    tests: list[TestResult] = Field(
+        default_factory=list, description="Hidden tests run on the answer's code (coding questions)"
+    )

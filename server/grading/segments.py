@@ -6,6 +6,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from server.grading.code_extract import code_spans
+
 _BOUNDARY = re.compile(r"[。！？!?；;\n]+|(?<=[a-zA-Z)\]])\.(?=\s)")
 MAX_SEGMENTS = 14
 
@@ -15,6 +17,7 @@ class Segment:
     text: str  # verbatim slice of the answer
     start: int
     end: int
+    code: bool = False  # a whole code block: one segment, never split into lines
 
     @property
     def key(self) -> str:
@@ -26,23 +29,34 @@ def normalise(text: str) -> str:
 
 
 def split_segments(answer: str) -> list[Segment]:
+    """Prose splits at sentence ends and line breaks; each code block stays one segment, because
+    its lines are not sentences (split up, they would look like repetition or a keyword list)."""
     pieces: list[Segment] = []
-    start = 0
-    for m in _BOUNDARY.finditer(answer):
-        _add(answer, start, m.end(), pieces)
-        start = m.end()
-    _add(answer, start, len(answer), pieces)
+    position = 0
+    for code_start, code_end in code_spans(answer):
+        _split_prose(answer, position, code_start, pieces)
+        _add(answer, code_start, code_end, pieces, code=True)
+        position = code_end
+    _split_prose(answer, position, len(answer), pieces)
     return pieces
 
 
-def _add(answer: str, start: int, end: int, out: list[Segment]) -> None:
+def _split_prose(answer: str, begin: int, end: int, out: list[Segment]) -> None:
+    start = begin
+    for m in _BOUNDARY.finditer(answer, begin, end):
+        _add(answer, start, m.end(), out)
+        start = m.end()
+    _add(answer, start, end, out)
+
+
+def _add(answer: str, start: int, end: int, out: list[Segment], code: bool = False) -> None:
     raw = answer[start:end]
     stripped = raw.strip()
     if len(normalise(stripped)) < 2:
         return
     lead = len(raw) - len(raw.lstrip())
     s = start + lead
-    out.append(Segment(stripped, s, s + len(stripped)))
+    out.append(Segment(stripped, s, s + len(stripped), code))
 
 
 def merge_for_embedding(answer: str, segments: list[Segment]) -> list[Segment]:
@@ -54,6 +68,11 @@ def merge_for_embedding(answer: str, segments: list[Segment]) -> list[Segment]:
     for i in range(0, len(segments), per):
         group = segments[i : i + per]
         merged.append(
-            Segment(answer[group[0].start : group[-1].end], group[0].start, group[-1].end)
+            Segment(
+                answer[group[0].start : group[-1].end],
+                group[0].start,
+                group[-1].end,
+                any(g.code for g in group),
+            )
         )
     return merged

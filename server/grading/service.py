@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 
 from server.config import Settings
+from server.corpus.coding import CodingContract
 from server.corpus.schema import QuestionEntry
+from server.grading.code_grader import CodeGrader
 from server.grading.feedback import write_feedback
 from server.grading.llm_grader import LlmGrader, LlmGradingError
 from server.grading.models import Grade, GraderChoice
@@ -21,10 +23,19 @@ class GraderUnavailable(ValueError):
 
 class GradingService:
     def __init__(
-        self, settings: Settings, embedder: Embedder, relevance: RelevanceRank | None = None
+        self,
+        settings: Settings,
+        embedder: Embedder,
+        relevance: RelevanceRank | None = None,
+        code: CodeGrader | None = None,
     ) -> None:
         self.rubric = RubricGrader(embedder, relevance)
         self.llm = LlmGrader(settings) if settings.llm_configured else None
+        self.code = code
+
+    def coding_contract(self, entry_id: str) -> CodingContract | None:
+        """The function a coding question's answer should define, when its code is run by tests."""
+        return self.code.tasks.contract_for(entry_id) if self.code is not None else None
 
     @property
     def llm_configured(self) -> bool:
@@ -48,6 +59,14 @@ class GradingService:
             )
         if not answer.strip():
             return self.rubric.zero(entry, ["empty"], language)
+        grade = self._grade_prose(entry, answer, choice, language)
+        if self.code is not None:
+            grade = self.code.apply(entry, answer, grade, language)
+        return grade
+
+    def _grade_prose(
+        self, entry: QuestionEntry, answer: str, choice: GraderChoice, language: str
+    ) -> Grade:
         if self.llm is None or choice == GraderChoice.rubric:
             return self.rubric.grade(entry, answer, language)
         try:

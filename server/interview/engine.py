@@ -21,9 +21,15 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy.orm import Session
 
 from server.corpus.bank import QuestionBank
-from server.corpus.schema import QuestionEntry, Relation
+from server.corpus.schema import QuestionEntry, QuestionType, Relation
 from server.grading.feedback import write_feedback
-from server.grading.models import Grade, GraderChoice, KeyPointResult, MisconceptionHit
+from server.grading.models import (
+    Grade,
+    GraderChoice,
+    KeyPointResult,
+    MisconceptionHit,
+    TestResult,
+)
 from server.grading.scoring import score_from
 from server.grading.service import GradingService
 from server.interview import progress, selection
@@ -56,6 +62,9 @@ class EngineRules:
     max_probes: int = 2
     probe_below: float = 8.5
     followup_from: float = 6.0
+
+
+CODE_FLAGS = ("no_code", "code_error")
 
 
 def now() -> datetime:
@@ -305,8 +314,11 @@ class InterviewEngine:
         }
         for m in grade.misconceptions:
             misconceptions.setdefault(m.id, m)
-        earlier_flags = asked.result.get("flags", [])
+        # The code's verdict (its tests and flags) is the latest answer's: a later answer with
+        # working code supersedes an earlier one without code or with a bug.
+        earlier_flags = [f for f in asked.result.get("flags", []) if f not in CODE_FLAGS]
         flags = list(dict.fromkeys([*earlier_flags, *grade.flags]))
+        tests = grade.tests or [TestResult.model_validate(t) for t in asked.result.get("tests", [])]
         # Off-topic describes the whole question only while no answer to it was on topic.
         if "off_topic" in flags and asked.result and "off_topic" not in earlier_flags:
             flags.remove("off_topic")
@@ -322,9 +334,12 @@ class InterviewEngine:
             grader=grade.grader,
             key_points=points,
             misconceptions=list(misconceptions.values()),
-            feedback=write_feedback(entry, points, list(misconceptions.values()), flags, language),
+            feedback=write_feedback(
+                entry, points, list(misconceptions.values()), flags, language, tests
+            ),
             flags=flags,
             reference_answer=entry.rubric.reference_answer,
+            tests=tests,
         )
         asked.result = merged.model_dump(mode="json")
         asked.score = merged.score
@@ -483,7 +498,7 @@ class InterviewEngine:
             {
                 "number": number,
                 "topic": entry.topic,
-                "text": Phrasing.question_text(entry, session.language),
+                "text": self._question_text(entry, session.language),
             },
             kind=kind,
         )
@@ -550,6 +565,14 @@ class InterviewEngine:
         progress.record_session(db, self.bank, session)
         return NextStep(kind="end", prompt=text)
 
+    def _question_text(self, entry: QuestionEntry, language: str) -> str:
+        """The question as asked; a coding question also states the function its tests will call."""
+        text = Phrasing.question_text(entry, language)
+        contract = self.grading.coding_contract(entry.id)
+        if contract is not None and entry.type == QuestionType.coding:
+            text += "\n\n" + (contract.contract_en if language == "en" else contract.contract)
+        return text
+
     def _asked_out(self, session: InterviewSession, asked: AskedQuestion) -> AskedOut:
         entry = self._entry(asked.entry_id)
         prompt = next(
@@ -575,4 +598,5 @@ class InterviewEngine:
             asked_at=aware(asked.asked_at),
             budget_seconds=asked.budget_seconds,
             prompt=prompt,
+            coding=self.grading.coding_contract(entry.id),
         )

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from server.corpus.coding import CodingContract
 from server.corpus.schema import QuestionType
 from server.grading.models import Grade, GraderChoice
 
@@ -48,6 +49,7 @@ class AskedOut(BaseModel):
     asked_at: datetime
     budget_seconds: int | None
     prompt: str  # what the interviewer says
+    coding: CodingContract | None = None  # the function to write, when hidden tests grade the code
 
 
 class NextStep(BaseModel):

@@ -98,7 +98,13 @@ def search_questions(
 
 @router.get("/{question_id}")
 def get_question(request: Request, question_id: str, rubric: bool = False) -> dict[str, Any]:
-    entry = services(request).bank.get(question_id)
+    svc = services(request)
+    entry = svc.bank.get(question_id)
     if entry is None:
         raise not_found("question", question_id)
-    return public_entry(entry, with_rubric=rubric)
+    contract = svc.grading.coding_contract(entry.id)
+    # `coding`: the function a code answer should define (its hidden tests are never exposed).
+    return {
+        **public_entry(entry, with_rubric=rubric),
+        "coding": contract.model_dump() if contract else None,
+    }

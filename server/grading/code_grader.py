@@ -1,0 +1,172 @@
+"""Grade the code in an answer to a coding question by running it against the task's hidden tests.
+
+The prose grader (rubric or LLM) judges the explanation first. Then, for the key points a task maps
+to test cases, the tests decide: all of a point's cases pass → covered, with the function's `def`
+line as evidence; any case fails → not covered, whatever the prose said, because the code shows the
+candidate cannot yet do it. Code that does not run at all leaves those points at half their prose
+credit. Points no test covers keep the prose grader's judgement. The score goes through the one
+score formula.
+
+A concept question can share a task (GAE, say): there the tests run only when the answer defines
+the task's function by name, and code that does not run costs nothing, because a snippet in a
+spoken-style answer is illustration, not the answer."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from server.corpus.coding import CodingTasks, PreparedCase, PreparedTask
+from server.corpus.schema import QuestionEntry, QuestionType
+from server.grading.code_extract import defines, defining_line, extract_code, uses_torch
+from server.grading.feedback import write_feedback
+from server.grading.models import Grade, TestResult
+from server.grading.sandbox import CaseOutput, Sandbox, SandboxRun
+from server.grading.scoring import score_from
+
+CODE_ERROR_CREDIT = 0.5
+
+
+class CodeGrader:
+    def __init__(self, tasks: CodingTasks, sandbox: Sandbox) -> None:
+        self.tasks = tasks
+        self.sandbox = sandbox
+
+    def task_for(self, entry: QuestionEntry) -> PreparedTask | None:
+        return self.tasks.for_question(entry.id)
+
+    def apply(self, entry: QuestionEntry, answer: str, grade: Grade, language: str) -> Grade:
+        """Return `grade` revised by the hidden tests (unchanged for questions without a task)."""
+        prepared = self.task_for(entry)
+        if prepared is None or entry.rubric is None:
+            return grade
+        code = extract_code(answer)
+        coding_question = entry.type == QuestionType.coding
+        if code is None or not (coding_question or defines(code, prepared.task.function)):
+            # A concept question that also accepts code: prose, or an illustrative snippet that is
+            # not the task's function, is left to the prose grader.
+            if coding_question:
+                grade.flags.append("no_code")
+                grade.feedback = write_feedback(
+                    entry, grade.key_points, grade.misconceptions, grade.flags, language
+                )
+            return grade
+        run = self.sandbox.run(
+            code,
+            prepared.task.function,
+            [(p.case.name, p.args) for p in prepared.cases],
+            use_torch=uses_torch(code),
+        )
+        tests = _test_results(prepared, run, language)
+        passed = {t.name for t in tests if t.passed}
+        evidence = defining_line(code, run.function or prepared.task.function)
+        for kp in grade.key_points:
+            cases = prepared.key_point_cases(entry.id).get(kp.id)
+            if not cases:
+                continue
+            if run.error is not None:
+                if coding_question:  # the code was the answer, and it does not run
+                    kp.confidence = round(kp.confidence * CODE_ERROR_CREDIT, 3)
+                    kp.covered = kp.confidence >= 0.5
+            elif set(cases) <= passed:
+                kp.covered, kp.confidence, kp.evidence = True, 1.0, evidence or kp.evidence
+            else:
+                kp.covered, kp.confidence, kp.evidence = False, 0.0, None
+        if run.error is not None:
+            grade.flags.append("code_error")
+        grade.tests = tests
+        grade.score = score_from(grade.key_points, len(grade.misconceptions), grade.flags)
+        grade.feedback = write_feedback(
+            entry, grade.key_points, grade.misconceptions, grade.flags, language, tests
+        )
+        return grade
+
+
+def verify_known_answers(prepared: PreparedTask, sandbox: Sandbox) -> list[str]:
+    """Problems with a task's hidden tests: the reference and each alternative must pass every case,
+    and each known answer must fail exactly the cases it lists (so the tests tell right from wrong)."""
+    samples = [("reference", prepared.task.reference, [])]
+    samples += [(f"alternative {i + 1}", c, []) for i, c in enumerate(prepared.task.alternatives)]
+    samples += [(k.name, k.code, k.fails) for k in prepared.task.known_answers]
+
+    def verdict(sample: tuple[str, str, list[str]]) -> str | None:
+        name, code, fails = sample
+        run = sandbox.run(
+            code,
+            prepared.task.function,
+            [(p.case.name, p.args) for p in prepared.cases],
+            use_torch=uses_torch(code),
+        )
+        results = _test_results(prepared, run, "en")
+        failed = sorted(r.name for r in results if not r.passed)
+        if failed == sorted(fails):
+            return None
+        detail = "; ".join(f"{r.name}: {r.message}" for r in results if not r.passed)
+        return f"{prepared.task.id}/{name}: failed {failed}, expected {sorted(fails)}" + (
+            f" ({detail})" if detail else ""
+        )
+
+    with ThreadPoolExecutor(max_workers=sandbox.limits.max_parallel) as pool:
+        problems = [p for p in pool.map(verdict, samples) if p is not None]
+    return problems
+
+
+def _test_results(prepared: PreparedTask, run: SandboxRun, language: str) -> list[TestResult]:
+    outputs = {c.name: c for c in run.cases}
+    results = []
+    for p in prepared.cases:
+        explain = p.case.explain_en if language == "en" else p.case.explain
+        if run.error is not None:
+            results.append(
+                TestResult(name=p.case.name, passed=False, explain=explain, message=run.error)
+            )
+            continue
+        reason = _verdict(p, outputs.get(p.case.name))
+        results.append(
+            TestResult(
+                name=p.case.name, passed=reason is None, explain=explain, message=reason or "ok"
+            )
+        )
+    return results
+
+
+def _verdict(prepared: PreparedCase, output: CaseOutput | None) -> str | None:
+    """None when the function returned the expected values, else why not."""
+    if output is None:
+        return "not run"
+    if output.error is not None:
+        return output.error
+    reasons = [
+        _compare(output.output, expected, prepared.case.rtol, prepared.case.atol)
+        for expected in prepared.accepted
+    ]
+    return None if None in reasons else reasons[0]
+
+
+def _as_array(encoded: Any) -> np.ndarray:
+    return np.asarray(encoded["__array__"], dtype=np.float64)
+
+
+def _compare(got: Any, expected: Any, rtol: float, atol: float) -> str | None:
+    if isinstance(expected, list):
+        if not isinstance(got, list) or len(got) != len(expected):
+            return f"expected {len(expected)} return values"
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            reason = _compare(g, e, rtol, atol)
+            if reason:
+                return f"return value {i + 1}: {reason}"
+        return None
+    if isinstance(got, list):
+        return "returned several values where one was expected"
+    value = _as_array(got)
+    if value.size == expected.size and value.shape != expected.shape:
+        value = value.reshape(expected.shape)  # [B, 1] for [B]: the numbers are what matter
+    if value.shape != expected.shape:
+        return f"shape {list(value.shape)}, expected {list(expected.shape)}"
+    if not np.all(np.isfinite(value)) and np.all(np.isfinite(expected)):
+        return "the result contains nan or inf"
+    if not np.allclose(value, expected, rtol=rtol, atol=atol):
+        return f"wrong values (max abs error {float(np.max(np.abs(value - expected))):.3g})"
+    return None

@@ -1,0 +1,133 @@
+"""The sandbox that runs candidates' code: limits, isolation and clean-up, exercised for real."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from server.grading.sandbox import Sandbox, SandboxLimits
+
+ARRAY = {"__array__": [1.0, 2.0, 3.0], "dtype": "float64"}
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    return Sandbox(SandboxLimits(wall_seconds=10, cpu_seconds=3, memory_mb=1024))
+
+
+def run(sandbox: Sandbox, body: str, *, use_torch: bool = False):
+    code = ("import torch\n" if use_torch else "import numpy as np\n") + body
+    return sandbox.run(code, "f", [("case", [ARRAY])], use_torch=use_torch)
+
+
+def output(result) -> list[float]:
+    assert result.error is None, result.error
+    assert result.cases[0].error is None, result.cases[0].error
+    return result.cases[0].output["__array__"]
+
+
+def test_runs_numpy_and_torch_functions(sandbox):
+    assert output(run(sandbox, "def f(x):\n    return np.cumsum(x)\n")) == [1.0, 3.0, 6.0]
+    torch_result = run(sandbox, "def f(x):\n    return torch.cumsum(x, 0) * 2\n", use_torch=True)
+    assert output(torch_result) == [2.0, 6.0, 12.0]
+
+
+def test_prints_are_kept_apart_from_results(sandbox):
+    result = run(sandbox, "def f(x):\n    print('@@SPARRING_RESULT@@ {}')\n    return x\n")
+    assert output(result) == [1.0, 2.0, 3.0]
+    assert "{}" in result.stdout
+
+
+def test_errors_name_the_line_of_the_candidates_code(sandbox):
+    result = run(sandbox, "def f(x):\n    y = 1\n    return x / undefined_name\n")
+    assert (
+        "NameError" in result.cases[0].error and "line 4" in result.cases[0].error
+    )  # the import line is line 1
+    syntax = sandbox.run("def f(x)\n    return x\n", "f", [("case", [ARRAY])], use_torch=False)
+    assert syntax.error and "SyntaxError" in syntax.error and not syntax.cases
+
+
+def test_infinite_loop_is_stopped_by_the_cpu_limit(sandbox):
+    result = run(sandbox, "def f(x):\n    while True:\n        pass\n")
+    assert result.error and ("CPU" in result.error or "timed out" in result.error)
+
+
+def test_memory_is_limited(sandbox):
+    result = run(sandbox, "def f(x):\n    block = bytearray(4 << 30)\n    return x\n")
+    assert result.error or "MemoryError" in (result.cases[0].error or "")
+
+
+def test_flooding_output_is_cut_off(sandbox):
+    result = run(
+        sandbox, "import os\ndef f(x):\n    while True:\n        os.write(1, b'x' * 65536)\n"
+    )
+    assert result.error and "output" in result.error
+
+
+def test_no_network_even_to_loopback(sandbox):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(0.5)
+        port = server.getsockname()[1]
+        reached = threading.Event()
+
+        def accept() -> None:
+            try:
+                conn, _ = server.accept()
+                conn.close()
+                reached.set()
+            except OSError:
+                pass
+
+        thread = threading.Thread(target=accept)
+        thread.start()
+        body = (
+            "def f(x):\n    import socket\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    return x\n"
+        )
+        result = run(sandbox, body)
+        thread.join()
+    assert not reached.is_set()
+    failure = result.error or result.cases[0].error
+    assert failure  # import refused, socket refused, or network unreachable
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "import os\ndef f(x):\n    os.system('echo hi')\n    return x\n",
+        "import subprocess\ndef f(x):\n    subprocess.run(['true'])\n    return x\n",
+        "import os\ndef f(x):\n    os.fork()\n    return x\n",
+    ],
+)
+def test_no_new_processes(sandbox, body):
+    result = run(sandbox, body)
+    assert result.error or result.cases[0].error
+
+
+def test_writes_stay_inside_a_scratch_directory_that_is_removed(sandbox):
+    target = Path(tempfile.gettempdir()) / "sparring-sandbox-escape-test"
+    target.unlink(missing_ok=True)
+    escape = run(sandbox, f"def f(x):\n    open({str(target)!r}, 'w').write('x')\n    return x\n")
+    assert not target.exists()
+    assert escape.cases[0].error and "outside" in escape.cases[0].error
+    before = set(Path(tempfile.gettempdir()).glob("sparring-sandbox-*"))
+    scratch = run(sandbox, "def f(x):\n    open('notes.txt', 'w').write('ok')\n    return x\n")
+    assert output(scratch) == [1.0, 2.0, 3.0]
+    assert set(Path(tempfile.gettempdir()).glob("sparring-sandbox-*")) == before
+
+
+def test_wall_clock_timeout_kills_a_sleeping_child():
+    sandbox = Sandbox(SandboxLimits(wall_seconds=2, cpu_seconds=5))
+    result = sandbox.run(
+        "import time\ndef f(x):\n    time.sleep(30)\n    return x\n",
+        "f",
+        [("c", [ARRAY])],
+        use_torch=False,
+    )
+    assert result.error and "timed out" in result.error

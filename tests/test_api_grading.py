@@ -82,3 +82,19 @@ def test_bad_requests(alice):
     assert too_long.status_code == 413 and too_long.json()["error"]["code"] == "answer_too_long"
     llm = grade(alice, WEAK, grader="llm")
     assert llm.status_code == 422 and llm.json()["error"]["code"] == "grader_unavailable"
+
+
+def test_the_right_statement_is_not_mistaken_for_its_opposite(alice):
+    """Embeddings put "X can happen" next to "X cannot happen": polarity must agree."""
+    right = "chosen 和 rejected 概率同时上升也是可能的，只要 chosen 升得更多。"
+    g = alice.post(
+        "/api/grade",
+        json={"question_id": "dpo-chosen-likelihood-decrease", "answer": right, "grader": "rubric"},
+    ).json()
+    assert "cannot-both-rise" not in [m["id"] for m in g["misconceptions"]]
+    wrong = "概率加起来是 1，所以 chosen 和 rejected 的概率不可能同时上升。"
+    g = alice.post(
+        "/api/grade",
+        json={"question_id": "dpo-chosen-likelihood-decrease", "answer": wrong, "grader": "rubric"},
+    ).json()
+    assert "cannot-both-rise" in [m["id"] for m in g["misconceptions"]]

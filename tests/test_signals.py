@@ -47,3 +47,13 @@ def test_aliases_match_whole_latin_words_and_ignore_spacing():
     assert find_aliases("我们用 verl 训练", ["verl"]) == ["verl"]
     assert find_aliases("overlong filtering", ["verl"]) == []
     assert find_aliases("组内 均值", ["组内均值"]) == ["组内均值"]
+
+
+def test_clauses_repeated_inside_sentences_are_padding():
+    from server.grading.signals import repeated_clauses
+
+    assert (
+        repeated_clauses("DAPO 没有 KL。没有 KL，没有 KL，靠 clip 保证稳定，靠 clip 保证稳定。")
+        >= 2
+    )
+    assert repeated_clauses("GRPO 用组内均值做 baseline，再除以标准差，得到优势。") == 0

@@ -20,6 +20,7 @@ from server.grading.signals import (
     is_injection,
     is_keyword_list,
     is_negated,
+    repeated_clauses,
     token_overlap,
 )
 from server.retrieval.embedder import Embedder
@@ -39,7 +40,10 @@ MISCONCEPTION_OVERLAP = 0.4  # and it must share words with the wrong statement,
 KEYWORD_LIST_CREDIT = 0.25
 FILLER_SHARE = 0.4
 PADDING_SHARE = 0.4  # share of sentences that add no new key-point evidence
-NEAR_DUPLICATE = 0.93  # cosine between two sentences of one answer that say the same thing
+# Two sentences of one answer say the same thing when they are this close in meaning AND share most
+# of their words: e5 puts any two sentences on one topic at 0.93–0.95, so meaning alone over-fires.
+NEAR_DUPLICATE = 0.93
+NEAR_DUPLICATE_OVERLAP = 0.5
 # Off-topic: the question is not among the answer's nearest questions and nothing is close to a point.
 OFF_TOPIC_RANK = 10
 OFF_TOPIC_SIMILARITY = {"e5-small-q4": 0.925, "use-m3": 0.6}
@@ -105,7 +109,9 @@ class RubricGrader:
             seen.add(seg.key)
             unique.append(seg)
         duplicates = len(raw_segments) - len(unique)
-        if raw_segments and duplicates / len(raw_segments) >= 0.3:
+        if (raw_segments and duplicates / len(raw_segments) >= 0.3) or repeated_clauses(
+            answer
+        ) >= 2:
             flags.append("repetition")
 
         content: list[Segment] = []
@@ -133,7 +139,7 @@ class RubricGrader:
             i
             for i in range(len(content))
             if not any(
-                float(seg_vecs[i] @ seg_vecs[j]) >= NEAR_DUPLICATE
+                _same_statement(content[i].text, content[j].text, seg_vecs[i], seg_vecs[j])
                 and alias_hits[i] <= alias_hits[j]
                 for j in range(i)
             )
@@ -157,7 +163,7 @@ class RubricGrader:
             flags.append("off_topic")
         if "repetition" not in flags and (
             self._mostly_filler(infos, kp_sims, rubric)
-            or self._padded(answer, credit_matrix, seg_vecs)
+            or self._padded(answer, [s.text for s in content], credit_matrix, seg_vecs)
         ):
             flags.append("repetition")
         score = score_from(results, len(misconceptions), flags)
@@ -256,14 +262,19 @@ class RubricGrader:
         assert entry.rubric is not None
         hits: list[MisconceptionHit] = []
         for m_index, m in enumerate(entry.rubric.misconceptions):
+            wrong_is_negative = is_negated(m.text)
             for s_index, info in enumerate(infos):
-                if is_negated(info.segment.text):
-                    continue
-                by_alias = bool(m.aliases and find_aliases(info.segment.text, m.aliases))
+                negated = is_negated(info.segment.text)
+                # "X is not Y" denies the wrong statement "X is Y": only a sentence with the same
+                # polarity as the misconception can state it (aliases such as "不能用 RM" carry
+                # their own negation).
+                aliases = [a for a in m.aliases if is_negated(a) or not negated]
+                by_alias = bool(aliases and find_aliases(info.segment.text, aliases))
                 sim = float(mc_sims[s_index, m_index])
                 best_kp = float(kp_sims[s_index].max()) if kp_sims.shape[1] else 0.0
                 by_meaning = (
-                    sim >= self._misconception_sim
+                    negated == wrong_is_negative
+                    and sim >= self._misconception_sim
                     and sim >= best_kp + MISCONCEPTION_MARGIN
                     and token_overlap(info.segment.text, m.text) >= MISCONCEPTION_OVERLAP
                 )
@@ -314,7 +325,9 @@ class RubricGrader:
         )
 
     @staticmethod
-    def _padded(answer: str, credit_matrix: np.ndarray, seg_vecs: np.ndarray) -> bool:
+    def _padded(
+        answer: str, texts: list[str], credit_matrix: np.ndarray, seg_vecs: np.ndarray
+    ) -> bool:
         """Padding: most sentences add nothing new, and the answer restates itself or uses filler."""
         n = len(credit_matrix)
         if n < 4:
@@ -322,7 +335,7 @@ class RubricGrader:
         best = np.zeros(credit_matrix.shape[1])
         redundant = near_duplicates = 0
         for i in range(n):
-            if any(float(seg_vecs[i] @ seg_vecs[j]) >= NEAR_DUPLICATE for j in range(i)):
+            if any(_same_statement(texts[i], texts[j], seg_vecs[i], seg_vecs[j]) for j in range(i)):
                 near_duplicates += 1
                 redundant += 1
             elif not (credit_matrix[i] > best + 0.2).any():
@@ -337,3 +350,7 @@ def estimated_tokens(text: str) -> float:
     about 0.83 per CJK character, 0.33 per other character, plus the query prefix."""
     cjk = len(_CJK.findall(text))
     return 0.83 * cjk + 0.33 * (len(text) - cjk) + 5
+
+
+def _same_statement(a: str, b: str, va: np.ndarray, vb: np.ndarray) -> bool:
+    return float(va @ vb) >= NEAR_DUPLICATE and token_overlap(a, b) >= NEAR_DUPLICATE_OVERLAP

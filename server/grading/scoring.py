@@ -11,9 +11,9 @@ from server.grading.models import KeyPointResult
 
 MISCONCEPTION_PENALTY = 1.5
 MAX_MISCONCEPTION_PENALTY = 4.0
-REPETITION_PENALTY = 1.0  # repeated sentences, restatements, mostly filler
+REPETITION_PENALTY = 2.0  # repeated sentences, restatements, mostly filler
 INJECTION_PENALTY = 1.5  # an answer that tries to instruct the grader
-OFF_TOPIC_FACTOR = 0.1  # an answer about another question keeps a tenth of its credit
+OFF_TOPIC_FACTOR = 0.0  # an answer about another question earns nothing for its stray matches
 
 
 def score_from(

@@ -47,8 +47,8 @@ _INJECTION_RE = re.compile("|".join(f"(?:{p})" for p in INJECTION_PATTERNS), re.
 
 _NEGATION_RE = re.compile(
     r"不是|并非|并不|不等于|不等同|不同于|而不是|不能说|不应|不要|误区|误解|错误地|错误的说法|常见错误|"
-    r"不对|并没有|不需要|无需|不用|"
-    r"\bnot\b|n't\b|\bnever\b|\bno\b|without|rather than|instead of|misconception|wrong to"
+    r"不对|并没有|不需要|无需|不用|不能|不可能|无法|"
+    r"\bnot\b|n't\b|\bcannot\b|\bnever\b|\bno\b|without|rather than|instead of|misconception|wrong to"
 )
 
 # Words that, standing alone between terms, make a statement rather than a list.
@@ -120,6 +120,24 @@ _FILLER_RE = re.compile(
 
 def count_filler_phrases(text: str) -> int:
     return len(_FILLER_RE.findall(normalise(text)))
+
+
+_CLAUSE = re.compile(r"[，,。！？!?；;：:\n]+")
+
+
+def repeated_clauses(text: str) -> int:
+    """Clauses said again word for word ("没有 KL，没有 KL"): padding inside sentences, which the
+    sentence-level checks cannot see. Short clauses (under four characters) are ignored."""
+    seen: set[str] = set()
+    repeats = 0
+    for clause in _CLAUSE.split(normalise(text)):
+        key = clause.strip()
+        if len(key.replace(" ", "")) < 4:
+            continue
+        if key in seen:
+            repeats += 1
+        seen.add(key)
+    return repeats
 
 
 def token_overlap(a: str, b: str) -> float:

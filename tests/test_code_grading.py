@@ -131,3 +131,22 @@ def test_every_task_tells_right_code_from_known_wrong_code(services):
         for p in verify_known_answers(t, services.code_grader.sandbox)
     ]
     assert problems == []
+
+
+def test_an_interview_states_the_contract_and_runs_the_code(bob):
+    created = bob.post(
+        "/api/sessions",
+        json={"mode": "practice", "num_questions": 1, "types": ["coding"], "seed": 3},
+    ).json()
+    question = created["question"]
+    assert question["type"] == "coding"
+    contract = question["coding"]
+    assert contract is not None  # seed 3 picks a coding question that has a task
+    assert contract["signature"].split("(")[0] in question["prompt"]
+    answer = f"```python\ndef {contract['function']}(*args):\n    return 0.0\n```"
+    r = bob.post(f"/api/sessions/{created['id']}/answers", json={"answer": answer})
+    assert r.status_code == 200, r.text
+    grade = r.json()["grade"]
+    assert grade["tests"] and not all(t["passed"] for t in grade["tests"])
+    state = bob.get(f"/api/sessions/{created['id']}").json()
+    assert any(t["role"] == "candidate" and t["text"] == answer for t in state["turns"])

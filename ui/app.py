@@ -64,6 +64,7 @@ T = {
         "left": "剩余",
         "time_up": "时间到",
         "score": "得分",
+        "tests": "隐藏测试通过",
         "no_session": "还没有进行中的面试，请在“设置”页开始。",
         "llm_yes": "已配置 LLM：{model}",
         "llm_no": "未配置 LLM，使用离线评分标准（rubric）",
@@ -96,6 +97,7 @@ T = {
         "left": "left",
         "time_up": "time is up",
         "score": "Score",
+        "tests": "Hidden tests passed",
         "no_session": "No interview is running; start one on the Setup screen.",
         "llm_yes": "LLM configured: {model}",
         "llm_no": "No LLM configured: the offline rubric grader is used",
@@ -144,6 +146,13 @@ def feedback_card(grade: dict, ui_lang: str) -> str:
             lines.append(f"- ✗ {text}")
     for m in grade.get("misconceptions", []):
         lines.append(f"- ⚠ {m['text']} → {m['correction']}")
+    tests = grade.get("tests", [])
+    if tests:
+        passed = sum(t["passed"] for t in tests)
+        lines += ["", f"**{t['tests']}: {passed}/{len(tests)}**"]
+        for test in tests:
+            why = "" if test["passed"] else f" — `{test['message']}`"
+            lines.append(f"- {'✓' if test['passed'] else '✗'} {test['explain']}{why}")
     return "\n".join(lines)
 
 

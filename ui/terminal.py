@@ -54,6 +54,10 @@ def grade_panel(grade: dict, late: bool) -> Panel:
         table.add_row(mark, f"{escape(kp['text'])}{evidence}")
     for m in grade["misconceptions"]:
         table.add_row("[yellow]⚠[/yellow]", escape(f"{m['text']} → {m['correction']}"))
+    for t in grade.get("tests", []):
+        mark = "[green]✓ test[/green]" if t["passed"] else "[red]✗ test[/red]"
+        reason = "" if t["passed"] else f" [dim]— {escape(t['message'])}[/dim]"
+        table.add_row(mark, f"{escape(t['explain'])}{reason}")
     flags = ", ".join(grade.get("flags", [])) + (
         " (late)" if late and "late" not in grade.get("flags", []) else ""
     )

@@ -49,14 +49,18 @@ def uses_torch(code: str) -> bool:
     return re.search(r"^\s*(import torch|from torch)", code, re.M) is not None
 
 
+def _def_line(function: str) -> re.Pattern[str]:
+    return re.compile(rf"^\s*def\s+{re.escape(function)}\s*\(", re.M)
+
+
 def defines(code: str, function: str) -> bool:
-    return re.search(rf"^\s*def\s+{re.escape(function)}\s*\(", code, re.M) is not None
+    return _def_line(function).search(code) is not None
 
 
 def defining_line(code: str, function: str) -> str | None:
     """The `def` line of the function, a verbatim span of the answer used as evidence."""
     for line in code.splitlines():
-        if re.match(rf"\s*def\s+{re.escape(function)}\s*\(", line):
+        if _def_line(function).match(line):
             return line.strip()
     for line in code.splitlines():
         if line.lstrip().startswith("def "):

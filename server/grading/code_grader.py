@@ -24,7 +24,7 @@ from server.grading.code_extract import defines, defining_line, extract_code, us
 from server.grading.feedback import write_feedback
 from server.grading.models import Grade, TestResult
 from server.grading.sandbox import CaseOutput, Sandbox, SandboxRun
-from server.grading.scoring import score_from
+from server.grading.scoring import COVERED_AT, score_from
 
 CODE_ERROR_CREDIT = 0.5
 
@@ -53,12 +53,7 @@ class CodeGrader:
                     entry, grade.key_points, grade.misconceptions, grade.flags, language
                 )
             return grade
-        run = self.sandbox.run(
-            code,
-            prepared.task.function,
-            [(p.case.name, p.args) for p in prepared.cases],
-            use_torch=uses_torch(code),
-        )
+        run = _run_cases(self.sandbox, prepared, code)
         tests = _test_results(prepared, run, language)
         passed = {t.name for t in tests if t.passed}
         evidence = defining_line(code, run.function or prepared.task.function)
@@ -69,7 +64,7 @@ class CodeGrader:
             if run.error is not None:
                 if coding_question:  # the code was the answer, and it does not run
                     kp.confidence = round(kp.confidence * CODE_ERROR_CREDIT, 3)
-                    kp.covered = kp.confidence >= 0.5
+                    kp.covered = kp.confidence >= COVERED_AT
             elif set(cases) <= passed:
                 kp.covered, kp.confidence, kp.evidence = True, 1.0, evidence or kp.evidence
             else:
@@ -93,13 +88,7 @@ def verify_known_answers(prepared: PreparedTask, sandbox: Sandbox) -> list[str]:
 
     def verdict(sample: tuple[str, str, list[str]]) -> str | None:
         name, code, fails = sample
-        run = sandbox.run(
-            code,
-            prepared.task.function,
-            [(p.case.name, p.args) for p in prepared.cases],
-            use_torch=uses_torch(code),
-        )
-        results = _test_results(prepared, run, "en")
+        results = _test_results(prepared, _run_cases(sandbox, prepared, code), "en")
         failed = sorted(r.name for r in results if not r.passed)
         if failed == sorted(fails):
             return None
@@ -113,20 +102,27 @@ def verify_known_answers(prepared: PreparedTask, sandbox: Sandbox) -> list[str]:
     return problems
 
 
+def _run_cases(sandbox: Sandbox, prepared: PreparedTask, code: str) -> SandboxRun:
+    return sandbox.run(
+        code,
+        prepared.task.function,
+        [(p.case.name, p.args) for p in prepared.cases],
+        use_torch=uses_torch(code),
+    )
+
+
 def _test_results(prepared: PreparedTask, run: SandboxRun, language: str) -> list[TestResult]:
     outputs = {c.name: c for c in run.cases}
     results = []
     for p in prepared.cases:
-        explain = p.case.explain_en if language == "en" else p.case.explain
-        if run.error is not None:
-            results.append(
-                TestResult(name=p.case.name, passed=False, explain=explain, message=run.error)
-            )
-            continue
-        reason = _verdict(p, outputs.get(p.case.name))
+        # A run that failed as a whole fails every case with its reason.
+        reason = run.error or _verdict(p, outputs.get(p.case.name))
         results.append(
             TestResult(
-                name=p.case.name, passed=reason is None, explain=explain, message=reason or "ok"
+                name=p.case.name,
+                passed=reason is None,
+                explain=p.case.explain_en if language == "en" else p.case.explain,
+                message=reason or "ok",
             )
         )
     return results

@@ -12,7 +12,7 @@ import numpy as np
 from server.corpus.schema import QuestionEntry
 from server.grading.feedback import write_feedback
 from server.grading.models import Grade, KeyPointResult, MisconceptionHit
-from server.grading.scoring import score_from
+from server.grading.scoring import COVERED_AT, score_from
 from server.grading.segments import Segment, merge_for_embedding, split_segments
 from server.grading.signals import (
     count_filler_phrases,
@@ -47,7 +47,6 @@ NEAR_DUPLICATE_OVERLAP = 0.5
 # Off-topic: the question is not among the answer's nearest questions and nothing is close to a point.
 OFF_TOPIC_RANK = 10
 OFF_TOPIC_SIMILARITY = {"e5-small-q4": 0.925, "use-m3": 0.6}
-COVERED_AT = 0.5
 # The e5 model costs about 1.3 ms per token on two cores, so an answer embeds at most this many
 # (estimated) tokens; later segments are judged by their aliases alone.
 EMBED_TOKEN_BUDGET = 130

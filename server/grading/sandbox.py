@@ -45,7 +45,7 @@ class SandboxLimits:
 @dataclass
 class CaseOutput:
     name: str
-    output: Any = None  # {"__array__": nested lists, "shape": [...]} or a list of those
+    output: Any = None  # {"__array__": nested lists} or a list of those
     error: str | None = None
 
 
@@ -112,12 +112,11 @@ class Sandbox:
                 try:
                     proc.communicate(payload.encode(), timeout=self.limits.wall_seconds)
                 except subprocess.TimeoutExpired:
-                    _kill_group(proc)
                     return SandboxRun(
                         error=f"timed out after {self.limits.wall_seconds:g} s (infinite loop?)"
                     )
                 finally:
-                    _kill_group(proc)
+                    _kill_group(proc)  # also whatever the child left running
             text = out_path.read_bytes().decode("utf-8", "replace")
             return _parse(text, proc.returncode, Path(outdir, "stderr"))
         finally:

@@ -109,7 +109,7 @@ def _to_numpy(value):
 def _encode(value):
     if isinstance(value, list):
         return [_encode(v) for v in value]
-    return {"__array__": value.tolist(), "shape": list(value.shape)}
+    return {"__array__": value.tolist()}
 
 
 def _decode(arg):
@@ -172,9 +172,8 @@ def main() -> None:
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             exec(compile(job["code"], "<answer>", "exec"), namespace)
-    except (
-        BaseException
-    ) as exc:  # any failure of the candidate's code, even SystemExit, is a result
+    # Any failure of the candidate's code, even SystemExit, is a result.
+    except BaseException as exc:
         result["error"] = _describe(exc)
         _emit(result, out)
         return
@@ -218,12 +217,8 @@ def _describe(exc: BaseException) -> str:
 
 def _emit(result: dict, out: io.StringIO) -> None:
     result["stdout"] = out.getvalue()[:PRINT_LIMIT].replace(RESULT_MARKER, "")
-    sys.__stdout__.write("\n" + RESULT_MARKER + json.dumps(result, default=_safe) + "\n")
+    sys.__stdout__.write("\n" + RESULT_MARKER + json.dumps(result, default=str) + "\n")
     sys.__stdout__.flush()
-
-
-def _safe(value) -> str:
-    return str(value)
 
 
 if __name__ == "__main__":

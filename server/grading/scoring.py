@@ -13,6 +13,7 @@ MISCONCEPTION_PENALTY = 1.5
 MAX_MISCONCEPTION_PENALTY = 4.0
 REPETITION_PENALTY = 2.0  # repeated sentences, restatements, mostly filler
 INJECTION_PENALTY = 1.5  # an answer that tries to instruct the grader
+COVERED_AT = 0.5  # a key point counts as covered from this confidence on
 OFF_TOPIC_FACTOR = 0.0  # an answer about another question earns nothing for its stray matches
 
 

@@ -80,8 +80,8 @@ def test_prose_only_answers_are_graded_by_the_rubric(alice):
     g = grade(alice, prose)
     assert g["tests"] == [] and "no_code" not in g["flags"]  # a concept question: prose is fine
     coding = grade(alice, "我会先算 ratio，再 clip，最后取 min。", "grpo-loss-tensor-shapes")
-    if coding["tests"] == []:  # the question has a task: say that code was expected
-        assert "no_code" in coding["flags"]
+    # a coding question with a task: no tests ran, and the grade says code was expected
+    assert coding["tests"] == [] and "no_code" in coding["flags"]
 
 
 def test_an_illustrative_snippet_on_a_concept_question_is_left_to_the_rubric(alice):

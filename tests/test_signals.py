@@ -57,3 +57,15 @@ def test_clauses_repeated_inside_sentences_are_padding():
         >= 2
     )
     assert repeated_clauses("GRPO 用组内均值做 baseline，再除以标准差，得到优势。") == 0
+
+
+def test_wrong_statements_are_found_paraphrased_but_not_when_denied():
+    from server.grading.signals import affirmed_aliases
+
+    alias = ["把reward model当critic"]
+    asserted = "GRPO 不需要价值模型，是因为它把训练好的 reward model 同时当作 critic 来用"
+    assert affirmed_aliases(asserted, alias) == alias  # words in order, negation in another clause
+    assert affirmed_aliases("GRPO 不是把 reward model 当 critic 用", alias) == []
+    # the words may not run across a clause break
+    assert affirmed_aliases("把 reward model 放进来，当 critic 用", alias) == []
+    assert affirmed_aliases("GRPO 不能用 RM", ["GRPO 不能用 RM"]) == ["GRPO 不能用 RM"]

@@ -15,6 +15,7 @@ from server.grading.models import Grade, KeyPointResult, MisconceptionHit
 from server.grading.scoring import COVERED_AT, score_from
 from server.grading.segments import Segment, merge_for_embedding, split_segments
 from server.grading.signals import (
+    affirmed_aliases,
     count_filler_phrases,
     find_aliases,
     is_injection,
@@ -263,12 +264,10 @@ class RubricGrader:
         for m_index, m in enumerate(entry.rubric.misconceptions):
             wrong_is_negative = is_negated(m.text)
             for s_index, info in enumerate(infos):
+                # "X is not Y" denies the wrong statement "X is Y": an alias counts only in a clause
+                # that asserts it, and a sentence states it by meaning only with the same polarity.
                 negated = is_negated(info.segment.text)
-                # "X is not Y" denies the wrong statement "X is Y": only a sentence with the same
-                # polarity as the misconception can state it (aliases such as "不能用 RM" carry
-                # their own negation).
-                aliases = [a for a in m.aliases if is_negated(a) or not negated]
-                by_alias = bool(aliases and find_aliases(info.segment.text, aliases))
+                by_alias = bool(affirmed_aliases(info.segment.text, m.aliases))
                 sim = float(mc_sims[s_index, m_index])
                 best_kp = float(kp_sims[s_index].max()) if kp_sims.shape[1] else 0.0
                 by_meaning = (

@@ -76,6 +76,30 @@ def alias_pattern(alias: str) -> re.Pattern[str] | None:
     return re.compile(body)
 
 
+# Loose matching lets a few characters (but no clause break) stand between an alias's words.
+_LOOSE_GAP = r"[^，,。；;！？!?\n]{0,6}?"
+
+
+@lru_cache(maxsize=8192)
+def loose_alias_pattern(alias: str) -> re.Pattern[str] | None:
+    """The alias's words in order within one clause: "把 reward model 当 critic" also finds
+    "把训练好的 reward model 同时当作 critic". For wrong statements, which candidates paraphrase."""
+    from server.retrieval.tokenize import words_in_order
+
+    words = words_in_order(normalise(alias))
+    if len(words) < 2:
+        return alias_pattern(alias)
+    parts = []
+    for word in words:
+        body = re.escape(word)
+        if _ALNUM.match(word[0]):
+            body = r"(?<![a-z0-9])" + body
+        if _ALNUM.match(word[-1]):
+            body = body + r"(?![a-z0-9])"
+        parts.append(body)
+    return re.compile(_LOOSE_GAP.join(parts))
+
+
 def find_aliases(text: str, aliases: list[str]) -> list[str]:
     norm = normalise(text)
     found = []
@@ -84,6 +108,30 @@ def find_aliases(text: str, aliases: list[str]) -> list[str]:
         if pattern is not None and pattern.search(norm):
             found.append(alias)
     return found
+
+
+def affirmed_aliases(text: str, aliases: list[str]) -> list[str]:
+    """Aliases of a wrong statement that the text asserts: found loosely, in a clause that does not
+    deny them ("它把 RM 当作 critic" asserts it; "不是把 RM 当 critic" denies it). An alias that carries
+    its own negation ("不能用 RM") is asserted wherever it is found."""
+    norm = normalise(text)
+    found = []
+    for alias in aliases:
+        pattern = loose_alias_pattern(alias)
+        if pattern is None:
+            continue
+        denied_by_itself = is_negated(alias)
+        for m in pattern.finditer(norm):
+            if denied_by_itself or not is_negated(_clause_around(norm, m.start(), m.end())):
+                found.append(alias)
+                break
+    return found
+
+
+def _clause_around(text: str, start: int, end: int) -> str:
+    breaks = [b.end() for b in _CLAUSE.finditer(text, 0, start)]
+    after = _CLAUSE.search(text, end)
+    return text[breaks[-1] if breaks else 0 : after.start() if after else len(text)]
 
 
 def is_injection(text: str) -> bool:

@@ -58,3 +58,8 @@ def tokenize(text: str) -> tuple[str, ...]:
     for run in _CJK_RE.findall(text):
         tokens.extend(w for w in jieba.lcut_for_search(run) if w.strip())
     return tuple(t for t in tokens if t not in STOPWORDS)
+
+
+def words_in_order(text: str) -> list[str]:
+    """Every word of the text in reading order (stopwords kept), for phrase-like matching."""
+    return [w for w in jieba.lcut(normalise(text)) if w.strip()]

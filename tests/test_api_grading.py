@@ -98,3 +98,17 @@ def test_the_right_statement_is_not_mistaken_for_its_opposite(alice):
         json={"question_id": "dpo-chosen-likelihood-decrease", "answer": wrong, "grader": "rubric"},
     ).json()
     assert "cannot-both-rise" in [m["id"] for m in g["misconceptions"]]
+
+
+def test_an_answer_to_a_neighbouring_question_is_off_topic(alice):
+    """Close in meaning to a key point, but names none of the rubric's terms and is not among the
+    question's nearest neighbours: an answer to another GRPO question."""
+    neighbour = (
+        "GRPO 的 reward 一般是每条回答一个标量，比如答案对了给 1、错了给 0，再加上格式分，"
+        "然后在组内做归一化得到优势，广播给这条回答的每个 token。"
+    )
+    g = alice.post(
+        "/api/grade",
+        json={"question_id": "grpo-length-bias", "answer": neighbour, "grader": "rubric"},
+    ).json()
+    assert "off_topic" in g["flags"] and g["score"] == 0.0

@@ -45,7 +45,9 @@ PADDING_SHARE = 0.4  # share of sentences that add no new key-point evidence
 # of their words: e5 puts any two sentences on one topic at 0.93–0.95, so meaning alone over-fires.
 NEAR_DUPLICATE = 0.93
 NEAR_DUPLICATE_OVERLAP = 0.5
-# Off-topic: the question is not among the answer's nearest questions and nothing is close to a point.
+# Off-topic: the question is not among the answer's nearest questions, and nothing ties the answer to
+# it: no sentence is close to a key point, or not one rubric term is used (a neighbouring question's
+# answer can be close in meaning to a point without ever naming it).
 OFF_TOPIC_RANK = 10
 OFF_TOPIC_SIMILARITY = {"e5-small-q4": 0.925, "use-m3": 0.6}
 # The e5 model costs about 1.3 ms per token on two cores, so an answer embeds at most this many
@@ -159,7 +161,7 @@ class RubricGrader:
             self._result(kp, infos, credit_matrix[:, k]) for k, kp in enumerate(rubric.key_points)
         ]
 
-        if self._off_topic(entry, answer, seg_vecs, kp_sims):
+        if self._off_topic(entry, answer, seg_vecs, kp_sims, any(alias_hits)):
             flags.append("off_topic")
         if "repetition" not in flags and (
             self._mostly_filler(infos, kp_sims, rubric)
@@ -221,9 +223,15 @@ class RubricGrader:
         return vectors
 
     def _off_topic(
-        self, entry: QuestionEntry, answer: str, seg_vecs: np.ndarray, kp_sims: np.ndarray
+        self,
+        entry: QuestionEntry,
+        answer: str,
+        seg_vecs: np.ndarray,
+        kp_sims: np.ndarray,
+        uses_rubric_terms: bool,
     ) -> bool:
-        if self._relevance is None or float(kp_sims.max()) >= self._off_topic_sim:
+        close_to_a_point = float(kp_sims.max()) >= self._off_topic_sim
+        if self._relevance is None or (close_to_a_point and uses_rubric_terms):
             return False
         centroid = seg_vecs.mean(axis=0)
         centroid = centroid / max(float(np.linalg.norm(centroid)), 1e-12)

@@ -57,6 +57,9 @@ class KeyPoint(Strict):
     aliases: list[str] = Field(min_length=2)
     probe: str = Field(min_length=4)
     probe_en: str = Field(min_length=4)
+    # Short statements (zh and en) that say this point backwards: roles swapped, direction inverted,
+    # negated. A clause that asserts one earns no credit for the point and counts as a wrong claim.
+    contradictions: list[str] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod
@@ -65,7 +68,7 @@ class KeyPoint(Strict):
             raise ValueError(f"key point id {v!r} must be lower-case words joined by - or _")
         return v
 
-    @field_validator("aliases")
+    @field_validator("aliases", "contradictions")
     @classmethod
     def _aliases_nonempty(cls, v: list[str]) -> list[str]:
         if any(not a.strip() for a in v):

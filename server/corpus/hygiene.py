@@ -108,4 +108,32 @@ def hygiene_problems(entry: QuestionEntry) -> list[str]:
             problems.append(
                 f"{entry.id}/{kp.id}: contradictions too short to be statements: {bare}"
             )
+    problems += _contradictions_in_reference(entry)
+    return problems
+
+
+def _contradictions_in_reference(entry: QuestionEntry) -> list[str]:
+    """A contradiction that the entry's own reference answer or key points assert would fail every
+    excellent answer: it is not a contradiction as written."""
+    from server.grading.claims import asserted, find_phrases
+    from server.grading.normalize import normal_form
+    from server.grading.segments import split_segments
+
+    assert entry.rubric is not None
+    rubric = entry.rubric
+    texts = [rubric.reference_answer, *(k.text for k in rubric.key_points)]
+    texts += [k.text_en for k in rubric.key_points]
+    sentences = [normal_form(s.text) for t in texts for s in split_segments(t)]
+    problems = []
+    for kp in rubric.key_points:
+        if not kp.contradictions:
+            continue
+        hits = {
+            m.phrase for s in sentences for m in asserted(find_phrases(s, kp.contradictions, True))
+        }
+        if hits:
+            problems.append(
+                f"{entry.id}/{kp.id}: contradictions asserted by the entry's own reference answer "
+                f"or key points: {sorted(hits)}"
+            )
     return problems

@@ -2,13 +2,74 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+import stat
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+log = logging.getLogger(__name__)
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+ENV_FILE = ".env"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+MIN_TOKEN_CHARS = 16
+# Tokens are visible ASCII without the list separators; users are short, printable names.
+_TOKEN_RE = re.compile(r"[!-~]+")
+_USER_RE = re.compile(r"[A-Za-z0-9_.@+-]{1,64}")
+
+
+class ConfigError(ValueError):
+    """A configuration that would run the server less safely than asked: refuse to start."""
+
+
+def parse_auth_tokens(raw: str) -> dict[str, str]:
+    """`token:user,...` -> {token: user}. Fails closed: any blank, short or user-less entry is an
+    error, so a typo can never turn into "no auth" or into a token that anyone can guess."""
+    tokens: dict[str, str] = {}
+    if not raw.strip():
+        return tokens
+    for n, pair in enumerate(raw.split(","), start=1):
+        pair = pair.strip()
+        if not pair:
+            raise ConfigError(f"SPARRING_AUTH_TOKENS: entry {n} is blank (format token:user,...)")
+        token, sep, user = pair.partition(":")
+        token, user = token.strip(), user.strip()
+        if not sep or not user:
+            raise ConfigError(f"SPARRING_AUTH_TOKENS: entry {n} has no user (format token:user)")
+        if len(token) < MIN_TOKEN_CHARS or ":" in token or not _TOKEN_RE.fullmatch(token):
+            raise ConfigError(
+                f"SPARRING_AUTH_TOKENS: the token of entry {n} (user {user!r}) must be at least "
+                f"{MIN_TOKEN_CHARS} visible ASCII characters without ',' or ':'"
+            )
+        if not _USER_RE.fullmatch(user):
+            raise ConfigError(f"SPARRING_AUTH_TOKENS: entry {n} has an invalid user name {user!r}")
+        if token in tokens:
+            raise ConfigError(f"SPARRING_AUTH_TOKENS: entry {n} repeats a token")
+        tokens[token] = user
+    return tokens
+
+
+def is_loopback(host: str) -> bool:
+    return host.strip().lower() in LOOPBACK_HOSTS
+
+
+def secure_env_file(path: Path = Path(ENV_FILE)) -> None:
+    """`.env` may hold tokens and the LLM key: keep it readable by its owner only (0600)."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return
+    if mode & 0o077:
+        try:
+            os.chmod(path, 0o600)
+            log.warning("%s was mode %o; set to 0600 (it may hold secrets)", path, mode)
+        except OSError as exc:  # not our file: say so, do not fail the start
+            log.warning("%s is mode %o and cannot be set to 0600: %s", path, mode, exc)
 
 
 class EmbedderName(StrEnum):
@@ -18,7 +79,7 @@ class EmbedderName(StrEnum):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SPARRING_", env_file=".env", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SPARRING_", env_file=ENV_FILE, extra="ignore")
 
     data_dir: Path = PROJECT_ROOT / "data"
     corpus_dir: Path = PROJECT_ROOT / "corpus"
@@ -27,12 +88,28 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8000
     # Bearer tokens, "token:user" pairs separated by commas; required for a non-loopback bind.
+    # Each token has at least 16 characters and every entry names its user (checked at start-up).
     auth_tokens: str = ""
+    # Extra Host names the no-auth loopback install answers (e.g. behind a local proxy); the
+    # default accepts only localhost / 127.0.0.1 / [::1] to stop DNS rebinding.
+    allowed_hosts: str = ""
+    # Failed bearer tokens per client address before it gets 429 for the rest of the window.
+    auth_max_failures: int = Field(default=10, ge=1)
+    auth_failure_window_seconds: float = Field(default=60.0, gt=0)
 
     ui_enabled: bool = True
     # Where the mounted UI sends its API calls; empty = this server on loopback (host/port above).
     ui_api_url: str = ""
-    ui_token: str = ""  # the bearer token the mounted UI uses when auth is configured
+    # The bearer token the mounted UI uses when auth is configured. The UI then acts as that one
+    # user, so with auth configured /ui answers only browsers on loopback (see docs/security.md).
+    ui_token: str = ""
+
+    # Requests: bodies above this size are refused (413) before they are read.
+    max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    # Grading and code runs: a bounded pool; beyond the queue 503, beyond a user's share 429.
+    grading_workers: int = Field(default=4, ge=1)
+    grading_queue_limit: int = Field(default=128, ge=0)
+    grading_per_user: int = Field(default=4, ge=1)
 
     embedder: EmbedderName = EmbedderName.e5
     # For the sentence-transformers backend: a hub id or local path; empty = the packaged all-MiniLM-L6-v2.
@@ -48,8 +125,15 @@ class Settings(BaseSettings):
     llm_model: str = ""  # any litellm model name, e.g. openai/gpt-4o-mini, deepseek/deepseek-chat
     llm_api_base: str = ""
     llm_api_key: str = ""
+    # One overall deadline per LLM call (connect + every read), not a per-read timeout.
     llm_timeout_seconds: float = Field(default=30.0, gt=0)
     llm_max_retries: int = Field(default=1, ge=0)
+    llm_max_tokens: int = Field(default=2048, ge=64)
+    llm_max_reply_chars: int = Field(default=100_000, ge=1000)
+    llm_feedback_max_chars: int = Field(default=4000, ge=100)
+
+    # SQLite: how long a write waits for another writer's lock before the request gets 503.
+    db_busy_timeout_seconds: float = Field(default=5.0, gt=0)
 
     max_answer_chars: int = Field(default=8000, gt=0)
     # The sandbox that runs candidates' code for coding questions.
@@ -59,6 +143,35 @@ class Settings(BaseSettings):
     sandbox_memory_mb: int = Field(default=2048, ge=256)
     sandbox_max_parallel: int = Field(default=2, ge=1)
     rrf_k: int = 60
+
+    @field_validator("auth_tokens")
+    @classmethod
+    def _tokens_are_real(cls, value: str) -> str:
+        parse_auth_tokens(value)  # raises with the entry at fault
+        return value
+
+    @field_validator("ui_token")
+    @classmethod
+    def _ui_token_is_real(cls, value: str) -> str:
+        if value and len(value.strip()) < MIN_TOKEN_CHARS:
+            raise ConfigError(f"SPARRING_UI_TOKEN must be at least {MIN_TOKEN_CHARS} characters")
+        return value.strip()
+
+    @property
+    def tokens(self) -> dict[str, str]:
+        return parse_auth_tokens(self.auth_tokens)
+
+    @property
+    def extra_hosts(self) -> frozenset[str]:
+        return frozenset(h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip())
+
+    def check_bind(self) -> None:
+        """Refuse a non-loopback bind unless at least one real token is configured."""
+        if not is_loopback(self.host) and not self.tokens:
+            raise ConfigError(
+                f"refusing to serve {self.host} without auth: set SPARRING_AUTH_TOKENS="
+                "'token:user,...' (tokens of 16+ characters) or bind 127.0.0.1"
+            )
 
     @property
     def questions_dir(self) -> Path:

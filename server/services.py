@@ -18,12 +18,16 @@ from server.retrieval.documents import SearchDocument, build_documents
 from server.retrieval.embedder import Embedder, make_embedder
 from server.retrieval.search import QuestionSearcher
 from server.retrieval.vector_store import IngestReport, VectorStore, make_client
-from server.storage.db import Database
+from server.storage.db import Database, secure_dir
 
 
 @dataclass
 class Services:
     settings: Settings
+
+    def __post_init__(self) -> None:
+        # The data dir holds every user's answers and the index: private before anything writes.
+        secure_dir(self.settings.data_dir)
 
     @cached_property
     def bank(self) -> QuestionBank:

@@ -14,7 +14,15 @@ from server.config import Settings
 from server.retrieval.embedder import make_embedder
 from server.services import Services
 
-TOKENS = "tok-alice:alice,tok-bob:bob,tok-carol:carol,tok-dave:dave,tok-erin:erin,tok-frank:frank"
+USERS = ("alice", "bob", "carol", "dave", "erin", "frank")
+
+
+def token_for(user: str) -> str:
+    """Tokens must have at least 16 characters (the server refuses shorter ones at start-up)."""
+    return f"tok-{user}-0123456789abcdef"
+
+
+TOKENS = ",".join(f"{token_for(u)}:{u}" for u in USERS)
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +60,7 @@ def base_url(settings, services) -> Iterator[str]:
     """The real FastAPI app served by uvicorn on loopback, in a background thread."""
     port = free_port()
     # The mounted UI calls this same server, as the UI user "frank".
-    app_settings = settings.model_copy(update={"port": port, "ui_token": "tok-frank"})
+    app_settings = settings.model_copy(update={"port": port, "ui_token": token_for("frank")})
     config = uvicorn.Config(
         create_app(app_settings, services), host="127.0.0.1", port=port, log_level="warning"
     )
@@ -76,7 +84,7 @@ def base_url(settings, services) -> Iterator[str]:
 
 def client_for(base_url: str, user: str) -> httpx.Client:
     return httpx.Client(
-        base_url=base_url, headers={"Authorization": f"Bearer tok-{user}"}, timeout=60
+        base_url=base_url, headers={"Authorization": f"Bearer {token_for(user)}"}, timeout=60
     )
 
 

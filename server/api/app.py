@@ -2,22 +2,69 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import asyncio
+import logging
+import signal
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
 import server.offline  # noqa: F401  (Gradio analytics off before gradio loads)
-from server.api.auth import parse_tokens
+from server.api.auth import FailedAttempts, TokenTable
 from server.api.errors import install_error_handlers
+from server.api.guard import GuardPolicy, RequestGuard
 from server.api.routes import grading, questions, sessions
-from server.config import Settings
+from server.config import Settings, is_loopback, secure_env_file
 from server.services import Services
+from server.work_queue import WorkQueue
+
+log = logging.getLogger(__name__)
+UI_PATH = "/ui"
+
+
+@contextmanager
+def _close_on_signal(close: Callable[[], None]) -> Iterator[None]:
+    """On SIGTERM/SIGINT drop the queued grading jobs at once, then let uvicorn shut down.
+
+    Why: uvicorn waits for every open request before the app hears about shutdown, so without
+    this a long grading queue would hold SIGTERM for minutes. Only possible in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    previous: dict[int, Any] = {}
+
+    def handler(sig: int, frame: Any) -> None:
+        loop.call_soon_threadsafe(close)  # not close() here: it takes locks the loop may hold
+        prev = previous.get(sig)
+        if callable(prev):
+            prev(sig, frame)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, prev in previous.items():
+            if signal.getsignal(sig) is handler:
+                signal.signal(sig, prev)
 
 
 def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
     settings = settings or Settings()
+    settings.check_bind()  # a non-loopback bind without a real token never starts
+    secure_env_file()
     services = services or Services(settings)
+    tokens = TokenTable.of(settings.tokens)
+    work = WorkQueue(
+        settings.grading_workers,
+        settings.grading_queue_limit,
+        settings.grading_per_user,
+        name="grading",
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -26,15 +73,25 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         _ = services.searcher
         _ = services.grading
         _ = services.database
-        yield
+        with _close_on_signal(work.close):
+            try:
+                yield
+            finally:
+                work.close()
 
     app = FastAPI(title="Sparring", version="0.1.0", lifespan=lifespan)
     app.state.services = services
-    app.state.tokens = parse_tokens(settings.auth_tokens)
+    app.state.tokens = tokens
+    app.state.work = work
+    failures = FailedAttempts(settings.auth_max_failures, settings.auth_failure_window_seconds)
+    app.state.auth_failures = failures
+    # Per-user limits only mean something when there are users; the no-auth install is one person.
+    app.state.per_user_limits = tokens.enabled
     install_error_handlers(app)
 
+    # Async and free of the thread pool: answers while every worker is busy grading.
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/api/info")
@@ -53,12 +110,33 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(questions.router)
     app.include_router(grading.router)
     app.include_router(sessions.router)
+    ui_mounted = False
     if settings.ui_enabled:
         import gradio as gr
 
         from ui.app import HEAD, build_ui
 
         app = gr.mount_gradio_app(
-            app, build_ui(settings.api_url_for_ui, settings.ui_token), path="/ui", head=HEAD
+            app, build_ui(settings.api_url_for_ui, settings.ui_token), path=UI_PATH, head=HEAD
         )
+        ui_mounted = True
+        if tokens.enabled and not is_loopback(settings.host):
+            log.warning(
+                "auth is on: the UI at %s answers loopback browsers only (it acts as the "
+                "SPARRING_UI_TOKEN user); others use the API with their own token",
+                UI_PATH,
+            )
+    app.add_middleware(
+        RequestGuard,
+        policy=GuardPolicy(
+            tokens=tokens,
+            failures=failures,
+            max_body_bytes=settings.max_body_bytes,
+            check_host=not tokens.enabled,
+            extra_hosts=settings.extra_hosts,
+            # The UI has no sign-in of its own: with auth on it would show one user's data to
+            # every visitor, so it answers loopback browsers only.
+            ui_path=UI_PATH if ui_mounted and tokens.enabled else None,
+        ),
+    )
     return app

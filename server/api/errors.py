@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Send
 
 log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
+
+
+def busy(status: int, code: str, message: str, retry_after: float) -> ApiError:
+    """429/503 with `Retry-After` (whole seconds, at least 1)."""
+    return ApiError(status, code, message, {"Retry-After": str(max(1, round(retry_after)))})
 
 
 def not_found(what: str, ident: str) -> ApiError:
@@ -27,6 +38,34 @@ def not_found(what: str, ident: str) -> ApiError:
 
 def error_body(code: str, message: str) -> dict:
     return {"error": {"code": code, "message": message}}
+
+
+async def send_error(
+    send: Send, status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> None:
+    """The JSON error format, sent from raw ASGI middleware (before any route or body parsing)."""
+    body = json.dumps(error_body(code, message)).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+# SQLite messages that mean "the storage is unavailable for now", not "the request is wrong".
+_STORAGE_BUSY = ("locked", "busy")
+_STORAGE_DOWN = ("readonly", "read-only", "unable to open", "disk i/o", "disk is full")
+
+
+def storage_unavailable(exc: DBAPIError) -> ApiError | None:
+    """Classify a database error as 503 + Retry-After (lock held, read-only, disk), or None."""
+    text = str(exc.orig or exc).lower()
+    if any(m in text for m in _STORAGE_BUSY):
+        return busy(503, "storage_busy", "the database is busy; nothing was saved, retry", 2)
+    if any(m in text for m in _STORAGE_DOWN) or exc.connection_invalidated:
+        return busy(
+            503, "storage_unavailable", "the database cannot be written now; nothing was saved", 10
+        )
+    return None
 
 
 def _describe(exc: RequestValidationError) -> str:
@@ -40,7 +79,9 @@ def _describe(exc: RequestValidationError) -> str:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.code, exc.message), status_code=exc.status)
+        return JSONResponse(
+            error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -61,6 +102,19 @@ def install_error_handlers(app: FastAPI) -> None:
             error_body("busy", "the server is overloaded; nothing was saved, retry in a moment"),
             status_code=503,
             headers={"Retry-After": "5"},
+        )
+
+    @app.exception_handler(DBAPIError)
+    async def _storage(_: Request, exc: DBAPIError) -> JSONResponse:
+        mapped = storage_unavailable(exc)
+        if mapped is None:
+            log.exception("database error", exc_info=exc)
+            return JSONResponse(error_body("internal", "internal server error"), status_code=500)
+        log.warning("storage unavailable: %s", exc.orig or exc)
+        return JSONResponse(
+            error_body(mapped.code, mapped.message),
+            status_code=mapped.status,
+            headers=mapped.headers,
         )
 
     @app.exception_handler(Exception)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
@@ -12,8 +13,11 @@ from server.api.errors import ApiError, not_found
 from server.grading.models import Grade, GraderChoice
 from server.grading.service import GraderUnavailable
 from server.services import Services
+from server.work_queue import WorkQueue
 
-router = APIRouter(prefix="/api", tags=["grading"], dependencies=[Depends(current_user)])
+T = TypeVar("T")
+router = APIRouter(prefix="/api", tags=["grading"])
+User = Annotated[str, Depends(current_user)]
 
 
 class GradeRequest(BaseModel):
@@ -30,14 +34,25 @@ def check_answer_size(answer: str, limit: int) -> None:
         )
 
 
+async def run_queued(request: Request, user: str, fn: Callable[[], T]) -> T:
+    """Run CPU-bound grading (and code runs) in the bounded grading pool, never in the
+    request thread pool, so health, search and question lookups stay responsive."""
+    work: WorkQueue = request.app.state.work
+    return await work.run(fn, user if request.app.state.per_user_limits else None)
+
+
 @router.post("/grade", response_model=Grade)
-def grade_answer(request: Request, body: GradeRequest) -> Grade:
+async def grade_answer(request: Request, body: GradeRequest, user: User) -> Grade:
     svc: Services = request.app.state.services
     check_answer_size(body.answer, svc.settings.max_answer_chars)
     entry = svc.bank.get(body.question_id)
     if entry is None:
         raise not_found("question", body.question_id)
-    try:
-        return svc.grading.grade(entry, body.answer, body.grader, body.language)
-    except GraderUnavailable as exc:
-        raise ApiError(422, "grader_unavailable", str(exc)) from exc
+
+    def job() -> Grade:
+        try:
+            return svc.grading.grade(entry, body.answer, body.grader, body.language)
+        except GraderUnavailable as exc:
+            raise ApiError(422, "grader_unavailable", str(exc)) from exc
+
+    return await run_queued(request, user, job)

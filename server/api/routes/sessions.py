@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from server.api.auth import current_user
 from server.api.errors import ApiError
-from server.api.routes.grading import check_answer_size
+from server.api.routes.grading import check_answer_size, run_queued
 from server.interview.engine import InterviewError
 from server.interview.progress import user_progress
 from server.interview.report import build_report, report_markdown
@@ -50,9 +50,16 @@ def create_session(request: Request, body: SessionRequest, user: User) -> Sessio
 
 
 @router.post("/sessions/{session_id}/answers", response_model=AnswerResponse)
-def answer(request: Request, session_id: str, body: AnswerRequest, user: User) -> AnswerResponse:
+async def answer(
+    request: Request, session_id: str, body: AnswerRequest, user: User
+) -> AnswerResponse:
     check_answer_size(body.answer, _svc(request).settings.max_answer_chars)
-    return _run(request, lambda svc, db: svc.engine.answer(db, user, session_id, body.answer))
+    # Grading (and the turn's transaction) runs in the bounded grading pool.
+    return await run_queued(
+        request,
+        user,
+        lambda: _run(request, lambda svc, db: svc.engine.answer(db, user, session_id, body.answer)),
+    )
 
 
 @router.post("/sessions/{session_id}/followup", response_model=NextStep)

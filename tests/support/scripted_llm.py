@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
 class ScriptedLLM:
-    """Each request pops the next step: ("reply", text) | ("slow", seconds, text) | ("status", code)."""
+    """Each request pops the next step:
+    ("reply", text) | ("slow", seconds, text) | ("status", code)
+    | ("trickle", seconds_per_byte, text): headers at once, then the body one byte at a time
+    | ("quote", n): every rubric key point "covered", its evidence the answer's first n characters
+    | ("obey", feedback): every key point "covered" with a real sentence of the answer (a model that
+      followed an injected instruction), plus the given feedback."""
 
     def __init__(self) -> None:
         self.steps: deque[tuple[Any, ...]] = deque()
@@ -52,12 +59,35 @@ class ScriptedLLM:
                 if step[0] == "status":
                     self._send(step[1], {"error": {"message": "scripted failure"}})
                     return
+                model = body.get("model", "scripted")
+                if step[0] == "trickle":
+                    self._trickle(step[1], completion(step[2], model))
+                    return
                 if step[0] == "slow":
                     time.sleep(step[1])
                     text = step[2]
+                elif step[0] == "quote":
+                    text = quoting_reply(body, lambda answer, _: answer[: step[1]])
+                elif step[0] == "obey":
+                    text = quoting_reply(body, lambda answer, i: sentences(answer)[i % 3])
+                    text = json.dumps({**json.loads(text), "feedback": step[1]})
                 else:
                     text = step[1]
-                self._send(200, completion(text, body.get("model", "scripted")))
+                self._send(200, completion(text, model))
+
+            def _trickle(self, seconds_per_byte: float, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    for i in range(len(data)):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(seconds_per_byte)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the grader gave up: what the deadline is for
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()
@@ -71,6 +101,28 @@ class ScriptedLLM:
                     pass  # the client gave up (timeout test)
 
         return Handler
+
+
+def prompt_parts(body: dict) -> tuple[list[str], str]:
+    """The key point ids and the candidate answer from the grader's user message."""
+    user = body["messages"][-1]["content"]
+    points = user.split("Rubric key points:", 1)[1].split("Known misconceptions:", 1)[0]
+    ids = re.findall(r"^- ([\w-]+):", points, re.MULTILINE)
+    answer = user.split("<candidate_answer>\n", 1)[1].rsplit("\n</candidate_answer>", 1)[0]
+    return ids, answer
+
+
+def sentences(answer: str) -> list[str]:
+    parts = [p.strip() for p in re.split(r"(?<=[。.!?！？])", answer) if p.strip()]
+    return (parts * 3)[:3] if parts else [answer] * 3
+
+
+def quoting_reply(body: dict, quote: Callable[[str, int], str]) -> str:
+    ids, answer = prompt_parts(body)
+    points = [{"id": kp, "covered": True, "evidence": quote(answer, i)} for i, kp in enumerate(ids)]
+    return json.dumps(
+        {"key_points": points, "misconceptions": [], "feedback": "全部覆盖。"}, ensure_ascii=False
+    )
 
 
 def completion(text: str, model: str) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 import threading
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from server.grading.sandbox import Sandbox, SandboxLimits
+from server.config import PROJECT_ROOT
+from server.grading.sandbox import UID_RANGE, Sandbox, SandboxLimits, parse_result
 
 ARRAY = {"__array__": [1.0, 2.0, 3.0], "dtype": "float64"}
 
@@ -110,16 +112,98 @@ def test_no_new_processes(sandbox, body):
     assert result.error or result.cases[0].error
 
 
-def test_writes_stay_inside_a_scratch_directory_that_is_removed(sandbox):
+def test_writes_stay_inside_a_private_scratch_that_vanishes(sandbox):
+    # The sandbox's /tmp is its own size-limited tmpfs: a write there never reaches the host's.
     target = Path(tempfile.gettempdir()) / "sparring-sandbox-escape-test"
     target.unlink(missing_ok=True)
-    escape = run(sandbox, f"def f(x):\n    open({str(target)!r}, 'w').write('x')\n    return x\n")
+    before = set(Path(tempfile.gettempdir()).iterdir())
+    contained = run(
+        sandbox, f"def f(x):\n    open({str(target)!r}, 'w').write('x')\n    return x\n"
+    )
+    assert output(contained) == [1.0, 2.0, 3.0]
     assert not target.exists()
-    assert escape.cases[0].error and "outside" in escape.cases[0].error
-    before = set(Path(tempfile.gettempdir()).glob("sparring-sandbox-*"))
+    for path in ("/etc/sparring-escape", "/opt/sparring/escape", "/usr/escape"):
+        escape = run(sandbox, f"def f(x):\n    open({path!r}, 'w').write('x')\n    return x\n")
+        assert escape.cases[0].error, path
     scratch = run(sandbox, "def f(x):\n    open('notes.txt', 'w').write('ok')\n    return x\n")
     assert output(scratch) == [1.0, 2.0, 3.0]
-    assert set(Path(tempfile.gettempdir()).glob("sparring-sandbox-*")) == before
+    assert not {
+        p for p in set(Path(tempfile.gettempdir()).iterdir()) - before if "sparring" in p.name
+    }
+
+
+def test_the_code_sees_a_minimal_read_only_root_under_its_own_uid(sandbox):
+    body = (
+        "import os\n"
+        "def f(x):\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    caps = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')]\n"
+        "    print(os.getuid(), caps[0], sorted(os.listdir('/')), os.getpid())\n"
+        f"    print(os.path.exists({str(PROJECT_ROOT)!r}))\n"
+        "    return x\n"
+    )
+    result = run(sandbox, body)
+    assert output(result) == [1.0, 2.0, 3.0]
+    first, second = result.stdout.splitlines()[:2]
+    uid, caps = first.split()[:2]
+    assert caps == "0000000000000000"
+    if os.geteuid() == 0:
+        assert UID_RANGE[0] <= int(uid) < UID_RANGE[1]
+    assert "'work'" not in first and "'home'" not in first and "'var'" not in first
+    assert second == "False"  # the project (answer key, data, .env) is not there
+
+
+def test_leftovers_of_earlier_runs_are_removed_even_when_locked(tmp_path):
+    old = tmp_path / "sparring-sandbox-abc123"
+    (old / "a" / "b").mkdir(parents=True)
+    (old / "a" / "b" / "f.txt").write_text("x")
+    (old / "a" / "b").chmod(0)
+    (old / "a").chmod(0)
+    keep = tmp_path / "other-dir"
+    keep.mkdir()
+    Sandbox(leftovers_dir=tmp_path)
+    assert not old.exists() and keep.exists()
+
+
+def test_without_isolation_no_code_runs_and_the_reason_is_given(tmp_path):
+    missing = Sandbox(bwrap="", leftovers_dir=tmp_path)
+    assert not missing.isolation.available and "not installed" in missing.isolation.reason
+    broken = Sandbox(bwrap="/bin/false", leftovers_dir=tmp_path)
+    assert not broken.isolation.available and "self-test" in broken.isolation.reason
+    result = broken.run("def f(x):\n    return x\n", "f", [("c", [ARRAY])], use_torch=False)
+    assert result.error and "not run" in result.error and not result.cases
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b"[]",
+        b'{"cases": [], "extra": 1}',
+        b'{"cases": [{"name": "other", "output": null}]}',
+        b'{"cases": [{"name": "case", "output": {"__array__": [[1, 2], [3]]}}]}',
+        b'{"cases": [{"name": "case", "output": {"__array__": ["1"]}}]}',
+        b'{"cases": [{"name": "case", "output": {"__array__": [true]}}]}',
+        b'{"cases": [{"name": "case", "output": {"__array__": [[[[[1]]]]]}}]}',
+        b'{"cases": [{"name": "case", "output": {"__array__": [1], "x": 2}}]}',
+        b'{"cases": [{"name": "case"}, {"name": "case"}]}',
+        b'{"error": 5}',
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"cases": [{"name": "case", "output": {"__array__": ['
+        + b",".join([b"0"] * 200_000)
+        + b"]}}]}",
+    ],
+)
+def test_malformed_or_forged_results_are_a_run_error(raw):
+    result = parse_result(raw, ["case"], SandboxLimits())
+    assert result.error and "malformed" in result.error and not result.cases
+
+
+def test_a_well_formed_result_passes_the_checks():
+    raw = b'{"cases": [{"name": "case", "output": [{"__array__": [[1, 2.5]]}, {"__array__": 3}]}]}'
+    result = parse_result(raw, ["case", "other"], SandboxLimits())
+    assert result.error is None
+    assert result.cases[0].output == [{"__array__": [[1, 2.5]]}, {"__array__": 3}]
 
 
 def test_wall_clock_timeout_kills_a_sleeping_child():

@@ -1,45 +1,74 @@
-"""Run untrusted candidate code in a confined subprocess and collect what its function returns.
+"""Run untrusted candidate code under bubblewrap and collect what its function returns.
 
-Confinement, outermost first:
-- a fresh interpreter (`python -I`) in its own session and an empty scratch directory that is
-  removed afterwards, with a minimal environment;
-- a wall-clock timeout enforced here (the whole process group is killed) and, inside the child,
-  CPU, memory, file-size and core-dump limits;
-- a fresh network namespace and, when the server runs as root, the `nobody` user (both best effort:
-  some machines forbid them);
-- an audit hook in the child that refuses sockets, new processes, native calls and writes outside the
-  scratch directory, whatever the OS allows.
-Output goes to files capped by the file-size limit, so a flood of prints cannot exhaust the server.
-"""
+Each run is a fresh `bwrap` with its own mount, PID, network, IPC, UTS (and cgroup) namespaces:
+- the root is an empty read-only tmpfs holding only /usr (and the /bin, /lib… links), the Python
+  installation, the virtualenv's site-packages at a neutral path (/opt/sparring/site-packages-N),
+  the child script (/opt/sparring/child.py) and /etc/ld.so.cache — nothing of the project, its
+  data, `.env`, the host's /tmp or /dev/shm;
+- scratch is a private tmpfs on /tmp capped by size (the disk quota); it vanishes with the run;
+- the PID namespace dies with its init, so nothing the code starts outlives the run, and
+  --die-with-parent ties the run to the server process;
+- the code runs under a uid used by nothing else: as root, a random uid from a high range per run
+  (set by `setpriv` inside the sandbox, no capabilities, no new privileges); as an ordinary user,
+  in a user namespace that cannot create further namespaces;
+- `prlimit` caps processes, address space, CPU seconds, file size and core dumps;
+- a wall-clock timeout here kills the run.
+The answer key never goes in: the child receives the code and the hidden tests' inputs on stdin
+and returns the function's outputs over a pipe of capped size; this module checks the shape of
+what comes back (bounded cases, nesting and numbers) and the server compares against expected
+values. Anything malformed, oversized or forged is a run error, never an exception.
+
+Where bubblewrap is missing or fails its one self-test per process, `run` runs nothing and
+reports why (`isolation.reason`); the code grader then grades the prose only."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import secrets
+import selectors
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.config import PROJECT_ROOT
 from server.grading import sandbox_child
 
-CHILD_SCRIPT = Path(sandbox_child.__file__)
-NOBODY_UID = 65534
+CHILD_SCRIPT = Path(sandbox_child.__file__).resolve()
+INSIDE = "/opt/sparring"  # neutral paths inside the sandbox: nothing names the project
+CHILD_INSIDE = f"{INSIDE}/child.py"
+SCRATCH = "/tmp"
+# Per-run uids when the server is root: above systemd-nspawn's container range (ends 0x6FFF0000)
+# and below 2^31, so no login user, container or other tool on the host uses them.
+UID_RANGE = (2_000_000_000, 2_100_000_000)
+USERNS_UID = 1000  # the uid inside a user namespace (it maps to the server's own uid outside)
+LEFTOVER_PREFIX = "sparring-sandbox-"  # scratch directories of earlier versions of this sandbox
+STDERR_KEPT = 4000
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    wall_seconds: float = 15.0  # importing torch alone takes 2–3 s on two cores
+    wall_seconds: float = 15.0  # importing torch alone takes 1–3 s on two cores
     cpu_seconds: int = 8
-    memory_mb: int = 2048
-    file_bytes: int = 1_000_000
+    memory_mb: int = 2048  # address space per process
+    file_bytes: int = 1_000_000  # largest file in scratch, and most raw output kept from stdout
     max_parallel: int = 2
+    scratch_mb: int = 64  # the whole scratch tmpfs: a disk quota
+    max_processes: int = 64  # threads count too (torch starts a few)
+    result_bytes: int = 4_000_000  # the result channel
+    max_numbers: int = 100_000  # numbers in one case's output
+    max_return_values: int = 8
+    max_dims: int = 4
 
 
 @dataclass
@@ -58,110 +87,545 @@ class SandboxRun:
     function: str | None = None
 
 
-class Sandbox:
-    """Thread-safe; at most `max_parallel` children run at once so grading cannot fork-bomb the host."""
+@dataclass(frozen=True)
+class Isolation:
+    """Whether code can run here, and with what confinement (for start-up output and docs)."""
 
-    def __init__(self, limits: SandboxLimits | None = None) -> None:
+    available: bool
+    reason: str = ""  # why not, when unavailable
+    summary: str = ""  # what is in force, when available
+    features: tuple[str, ...] = ()
+
+
+class SandboxUnavailable(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What of the host the sandbox sees: (source, destination) read-only binds and the Python."""
+
+    binds: tuple[tuple[str, str], ...]
+    python: str  # inside path of the interpreter
+    site_dirs: tuple[str, ...]  # inside paths of site-packages, for the child's sys.path
+
+
+class Sandbox:
+    """Thread-safe; at most `max_parallel` runs at once so grading cannot fork-bomb the host."""
+
+    def __init__(
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        bwrap: str | None = None,
+        leftovers_dir: Path | None = None,
+    ) -> None:
         self.limits = limits or SandboxLimits()
         self._slots = threading.BoundedSemaphore(self.limits.max_parallel)
+        self._bwrap = bwrap if bwrap is not None else _find_bwrap()
+        self._as_root = os.geteuid() == 0
+        self._uids_lock = threading.Lock()
+        self._uids_in_use: set[int] = set()
+        self._probe_lock = threading.Lock()
+        self._isolation: Isolation | None = None
+        # A server killed mid-run by an earlier version could leave scratch directories behind.
+        remove_leftovers(leftovers_dir or Path(tempfile.gettempdir()))
+
+    @property
+    def isolation(self) -> Isolation:
+        """Set up and self-test isolation once (about 20 ms); later calls reuse the verdict."""
+        with self._probe_lock:
+            if self._isolation is None:
+                self._isolation = self._probe()
+            return self._isolation
 
     def run(
         self, code: str, function: str, cases: list[tuple[str, list[Any]]], *, use_torch: bool
     ) -> SandboxRun:
+        isolation = self.isolation
+        if not isolation.available:
+            return SandboxRun(error=f"code was not run: {isolation.reason}")
         job = {
             "code": code,
             "function": function,
             "use_torch": use_torch,
             "cases": [{"name": name, "args": args} for name, args in cases],
-            "limits": {
-                "memory_bytes": self.limits.memory_mb << 20,
-                "cpu_seconds": self.limits.cpu_seconds,
-                "file_bytes": self.limits.file_bytes,
-                "uid": NOBODY_UID,
-            },
+            "max_numbers": self.limits.max_numbers,
         }
-        with self._slots:
-            return self._run_child(json.dumps(job, allow_nan=True))
+        with self._slots, self._uid() as uid:
+            run = self._run_job(job, uid, [name for name, _ in cases])
+        run.isolation = list(isolation.features)
+        return run
 
-    def _run_child(self, payload: str) -> SandboxRun:
-        workdir = tempfile.mkdtemp(prefix="sparring-sandbox-")
-        outdir = tempfile.mkdtemp(prefix="sparring-sandbox-out-")
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _probe(self) -> Isolation:
+        if not self._bwrap:
+            return Isolation(False, reason="bubblewrap (bwrap) is not installed")
         try:
-            if os.geteuid() == 0:
-                os.chown(workdir, NOBODY_UID, NOBODY_UID)  # the child drops to nobody
-            env = {
-                "PATH": "/usr/bin:/bin",
-                "HOME": workdir,
-                "TMPDIR": workdir,
-                "LANG": "C.UTF-8",
-                "OMP_NUM_THREADS": "1",
-                "OPENBLAS_NUM_THREADS": "1",
-                "MKL_NUM_THREADS": "1",
-            }
-            out_path = Path(outdir, "stdout")
-            with open(out_path, "wb") as out, open(Path(outdir, "stderr"), "wb") as err:
-                proc = subprocess.Popen(
-                    [sys.executable, "-I", str(CHILD_SCRIPT)],
-                    stdin=subprocess.PIPE,
-                    stdout=out,
-                    stderr=err,
-                    cwd=workdir,
-                    env=env,
-                    start_new_session=True,
+            layout = _python_layout()
+        except SandboxUnavailable as exc:
+            return Isolation(False, reason=str(exc))
+        # The self-test starts the real interpreter with the real mounts and limits.
+        with self._uid() as uid:
+            argv, _ = self._argv(layout, uid, [], ["-c", "import json, os; os.write(1, b'ok')"])
+            try:
+                proc = subprocess.run(
+                    argv, capture_output=True, timeout=30, env=_host_env(), check=False
                 )
-                try:
-                    proc.communicate(payload.encode(), timeout=self.limits.wall_seconds)
-                except subprocess.TimeoutExpired:
-                    return SandboxRun(
-                        error=f"timed out after {self.limits.wall_seconds:g} s (infinite loop?)"
-                    )
-                finally:
-                    _kill_group(proc)  # also whatever the child left running
-            text = out_path.read_bytes().decode("utf-8", "replace")
-            return _parse(text, proc.returncode, Path(outdir, "stderr"))
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return Isolation(False, reason=f"bwrap failed its self-test: {exc}")
+        if proc.returncode != 0 or proc.stdout != b"ok":
+            detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            return Isolation(
+                False,
+                reason=f"bwrap failed its self-test (exit {proc.returncode}"
+                + (f": {detail[-1][:200]})" if detail else ")"),
+            )
+        features = (
+            "bubblewrap",
+            "namespaces:mount,pid,net,ipc,uts" + ("" if self._as_root else ",user"),
+            "read-only minimal root",
+            f"scratch tmpfs {self.limits.scratch_mb} MB",
+            "per-run uid" if self._as_root else "user namespace uid",
+            "rlimits:nproc,as,cpu,fsize,core",
+            "audit hook",
+        )
+        who = (
+            f"a fresh uid ≥ {UID_RANGE[0]} per run"
+            if self._as_root
+            else "the server's uid inside a user namespace"
+        )
+        summary = (
+            f"{_bwrap_version(self._bwrap)}: own mount/PID/network/IPC/UTS namespaces, read-only "
+            f"minimal root without the project, {self.limits.scratch_mb} MB private scratch, "
+            f"{who}, ≤ {self.limits.max_processes} processes, {self.limits.memory_mb} MB memory, "
+            f"{self.limits.cpu_seconds} s CPU, {self.limits.wall_seconds:g} s wall"
+        )
+        return Isolation(True, summary=summary, features=features)
+
+    @contextlib.contextmanager
+    def _uid(self):
+        """A uid for one run that no process on the host and no other run of ours is using."""
+        if not self._as_root:
+            yield USERNS_UID
+            return
+        with self._uids_lock:
+            busy = _uids_of_processes()
+            while True:
+                uid = UID_RANGE[0] + secrets.randbelow(UID_RANGE[1] - UID_RANGE[0])
+                if uid not in self._uids_in_use and uid not in busy:
+                    self._uids_in_use.add(uid)
+                    break
+        try:
+            yield uid
         finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-            shutil.rmtree(outdir, ignore_errors=True)
+            with self._uids_lock:
+                self._uids_in_use.discard(uid)
+
+    def _argv(
+        self, layout: _Layout, uid: int, pass_fds: list[int], python_args: list[str]
+    ) -> tuple[list[str], list[int]]:
+        limits = self.limits
+        argv = [self._bwrap or "bwrap"]
+        argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+        argv += ["--unshare-cgroup-try", "--die-with-parent", "--new-session"]
+        argv += ["--hostname", "sandbox"]
+        if not self._as_root:
+            # Unprivileged bwrap needs a user namespace; the code may not make more of them.
+            argv += ["--unshare-user", "--uid", str(USERNS_UID), "--gid", str(USERNS_UID)]
+            argv += ["--disable-userns"]
+        argv += _mount_ops(layout, limits.scratch_mb)
+        argv += ["--chdir", SCRATCH, "--clearenv"]
+        for key, value in _child_env().items():
+            argv += ["--setenv", key, value]
+        if self._as_root:
+            # Only to switch to the run's uid below; setpriv then drops every capability.
+            argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        argv += ["--", "/usr/bin/prlimit"]
+        argv += [
+            f"--nproc={limits.max_processes}",
+            f"--as={limits.memory_mb << 20}",
+            # Soft below hard, so the child gets SIGXCPU (reported as such) before SIGKILL.
+            f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
+            f"--fsize={limits.file_bytes}",
+            "--core=0",
+            "--nofile=256",
+        ]
+        if self._as_root:
+            argv += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+            argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
+        argv += [layout.python, "-I", "-S", *python_args]
+        return argv, pass_fds
+
+    # -- one run --------------------------------------------------------------------------
+
+    def _run_job(self, job: dict, uid: int, names: list[str]) -> SandboxRun:
+        layout = _python_layout()
+        result_r, result_w = os.pipe()
+        job["result_fd"] = result_w  # pass_fds keeps the number in the child
+        job["site_dirs"] = list(layout.site_dirs)
+        payload = json.dumps(job, allow_nan=True).encode()
+        argv, _ = self._argv(layout, uid, [result_w], [CHILD_INSIDE])
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(result_w,),
+                env=_host_env(),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            os.close(result_r)
+            os.close(result_w)
+            return SandboxRun(error=f"the sandbox could not start: {exc}")
+        os.close(result_w)
+        try:
+            streams = _Streams(proc, result_r, payload, self.limits)
+            problem = streams.pump(time.monotonic() + self.limits.wall_seconds)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()  # bwrap's death takes the whole PID namespace with it
+            proc.wait()
+            for f in (proc.stdin, proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):
+                    f and f.close()
+            os.close(result_r)
+        if problem is not None:
+            return SandboxRun(error=problem)
+        if not streams.result:
+            return SandboxRun(error=_crash_reason(proc.returncode, streams.stderr_text()))
+        return parse_result(bytes(streams.result), names, self.limits)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+class _Streams:
+    """Feeds the job to stdin and drains stdout, stderr and the result pipe, each with a cap."""
 
+    def __init__(
+        self, proc: subprocess.Popen, result_fd: int, payload: bytes, limits: SandboxLimits
+    ) -> None:
+        self.proc, self.limits = proc, limits
+        self.result = bytearray()
+        self.stdout_bytes = 0
+        self.stderr = bytearray()
+        self._payload = memoryview(payload)
+        self._result_fd = result_fd
 
-def _parse(text: str, returncode: int | None, stderr_path: Path) -> SandboxRun:
-    marker = sandbox_child.RESULT_MARKER
-    if marker not in text:
-        return SandboxRun(error=_crash_reason(returncode, stderr_path))
-    data = json.loads(text.rsplit(marker, 1)[1].strip().splitlines()[0])
-    return SandboxRun(
-        error=data.get("error"),
-        cases=[
-            CaseOutput(name=c["name"], output=c.get("output"), error=c.get("error"))
-            for c in data.get("cases", [])
-        ],
-        stdout=data.get("stdout", ""),
-        isolation=data.get("isolation", []),
-        function=data.get("function"),
-    )
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
 
-
-def _crash_reason(returncode: int | None, stderr_path: Path) -> str:
-    if returncode is not None and returncode < 0:
-        sig = signal.Signals(-returncode)
-        reasons = {
-            signal.SIGXCPU: "CPU time limit exceeded",
-            signal.SIGXFSZ: "output limit exceeded",
-            signal.SIGKILL: "killed (memory or time limit)",
-            signal.SIGSEGV: "crashed (segmentation fault)",
+    def pump(self, deadline: float) -> str | None:
+        """None when every stream closed in time; else why the run was stopped."""
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        sel = selectors.DefaultSelector()
+        fds = {
+            self.proc.stdout.fileno(): "stdout",
+            self.proc.stderr.fileno(): "stderr",
+            self._result_fd: "result",
         }
-        return reasons.get(sig, f"killed by {sig.name}")
-    tail = stderr_path.read_text("utf-8", "replace")[-300:].strip()
+        for fd in fds:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        stdin = self.proc.stdin.fileno()
+        os.set_blocking(stdin, False)
+        sel.register(stdin, selectors.EVENT_WRITE)
+        open_reads = len(fds)
+        try:
+            while open_reads:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return f"timed out after {self.limits.wall_seconds:g} s (infinite loop?)"
+                for key, _ in sel.select(min(left, 1.0)):
+                    fd = key.fd
+                    if fd == stdin:
+                        if not self._feed(stdin):
+                            sel.unregister(stdin)
+                            self.proc.stdin.close()
+                        continue
+                    try:
+                        chunk = os.read(fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        sel.unregister(fd)
+                        open_reads -= 1
+                        continue
+                    problem = self._take(fds[fd], chunk)
+                    if problem:
+                        return problem
+        finally:
+            sel.close()
+        return None
+
+    def _feed(self, fd: int) -> bool:
+        """Write what the pipe takes; False once the job is written (or the child left)."""
+        try:
+            written = os.write(fd, self._payload[:65536])
+        except BlockingIOError:
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+        self._payload = self._payload[written:]
+        return len(self._payload) > 0
+
+    def _take(self, stream: str, chunk: bytes) -> str | None:
+        if stream == "result":
+            self.result += chunk
+            if len(self.result) > self.limits.result_bytes:
+                return "the result was too large (the function returned too much data)"
+        elif stream == "stdout":
+            self.stdout_bytes += len(chunk)
+            if self.stdout_bytes > self.limits.file_bytes:
+                return "output limit exceeded (too much printed)"
+        else:
+            self.stderr += chunk
+            if len(self.stderr) > self.limits.file_bytes:
+                return "output limit exceeded (too much printed)"
+        return None
+
+
+# -- the result channel --------------------------------------------------------------------
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def parse_result(raw: bytes, names: list[str], limits: SandboxLimits) -> SandboxRun:
+    """The child's result, checked field by field; anything unexpected is a run error."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+        return _checked(data, names, limits)
+    except _Malformed as exc:
+        return SandboxRun(error=f"the sandbox returned a malformed result ({exc})")
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        return SandboxRun(error="the sandbox returned a malformed result")
+
+
+def _checked(data: Any, names: list[str], limits: SandboxLimits) -> SandboxRun:
+    if not isinstance(data, dict) or not set(data) <= {"error", "cases", "stdout", "function"}:
+        raise _Malformed("not a result object")
+    error = _opt_text(data.get("error"), 600)
+    function = _opt_text(data.get("function"), 200)
+    stdout = _opt_text(data.get("stdout"), sandbox_child.PRINT_LIMIT) or ""
+    cases = data.get("cases", [])
+    if not isinstance(cases, list) or len(cases) > len(names):
+        raise _Malformed("wrong number of cases")
+    outputs = []
+    for expected_name, case in zip(names, cases, strict=False):
+        if not isinstance(case, dict) or not set(case) <= {"name", "output", "error"}:
+            raise _Malformed("not a case object")
+        if case.get("name") != expected_name:
+            raise _Malformed("cases out of order")
+        case_error = _opt_text(case.get("error"), 600)
+        output = case.get("output")
+        if output is not None:
+            output = _checked_output(output, limits)
+        outputs.append(CaseOutput(name=expected_name, output=output, error=case_error))
+    return SandboxRun(error=error, cases=outputs, stdout=stdout, function=function)
+
+
+def _opt_text(value: Any, limit: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _Malformed("text expected")
+    return value[:limit]
+
+
+def _checked_output(value: Any, limits: SandboxLimits) -> Any:
+    if isinstance(value, list):
+        if not 0 < len(value) <= limits.max_return_values:
+            raise _Malformed("too many return values")
+        return [_checked_array(v, limits) for v in value]
+    return _checked_array(value, limits)
+
+
+def _checked_array(value: Any, limits: SandboxLimits) -> dict:
+    if not isinstance(value, dict) or set(value) != {"__array__"}:
+        raise _Malformed("an array expected")
+    numbers = _count_numbers(value["__array__"], limits.max_dims, limits.max_numbers)
+    if numbers > limits.max_numbers:
+        raise _Malformed("too many numbers")
+    return {"__array__": value["__array__"]}
+
+
+def _count_numbers(value: Any, depth: int, budget: int) -> int:
+    """Numbers in a rectangular nested list of at most `depth` levels (bools and text refused)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return 1
+    if not isinstance(value, list) or depth == 0:
+        raise _Malformed("numbers expected")
+    if len(value) > budget:
+        raise _Malformed("too many numbers")
+    if not value:
+        return 0
+    inner = isinstance(value[0], list)
+    total = 0
+    for item in value:
+        if isinstance(item, list) != inner or (inner and len(item) != len(value[0])):
+            raise _Malformed("ragged array")
+        total += _count_numbers(item, depth - 1, budget)
+        if total > budget:
+            raise _Malformed("too many numbers")
+    return total
+
+
+def _crash_reason(returncode: int | None, stderr: str) -> str:
+    # bwrap reports a child killed by a signal as 128 + the signal number.
+    if returncode is not None and returncode > 128:
+        with contextlib.suppress(ValueError):
+            sig = signal.Signals(returncode - 128)
+            reasons = {
+                signal.SIGXCPU: "CPU time limit exceeded",
+                signal.SIGXFSZ: "file size limit exceeded",
+                signal.SIGKILL: "killed (memory or time limit)",
+                signal.SIGSEGV: "crashed (segmentation fault)",
+            }
+            return reasons.get(sig, f"killed by {sig.name}")
+    tail = stderr[-STDERR_KEPT:].strip()
     if "MemoryError" in tail:
         return "memory limit exceeded"
     if "File too large" in tail:
-        return "output limit exceeded (too much printed)"
-    return (
-        f"the sandbox process failed (exit {returncode}): {tail.splitlines()[-1] if tail else ''}"
+        return "file size limit exceeded"
+    last = tail.splitlines()[-1][:300] if tail else ""
+    return f"the sandbox process failed (exit {returncode}): {last}"
+
+
+# -- host facts ----------------------------------------------------------------------------
+
+
+def _find_bwrap() -> str | None:
+    # A fixed search path: the server's PATH is not trusted to choose the sandbox binary.
+    return shutil.which("bwrap", path="/usr/bin:/bin:/usr/local/bin")
+
+
+@functools.cache
+def _bwrap_version(bwrap: str) -> str:
+    try:
+        out = subprocess.run([bwrap, "--version"], capture_output=True, timeout=10, check=False)
+        return out.stdout.decode().strip() or "bubblewrap"
+    except (OSError, subprocess.TimeoutExpired):
+        return "bubblewrap"
+
+
+@functools.cache
+def _python_layout() -> _Layout:
+    """Binds for this interpreter (cached: the interpreter does not change while we run)."""
+    base_prefix = os.path.realpath(sys.base_prefix)
+    python = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    binds: list[tuple[str, str]] = []
+    if not _under(base_prefix, "/usr"):
+        binds.append((base_prefix, base_prefix))
+    if not (_under(python, "/usr") or _under(python, base_prefix)):
+        binds.append((python, python))
+    site_dirs: list[str] = []
+    seen: set[str] = set()
+    for i, path in enumerate(site.getsitepackages()):
+        real = os.path.realpath(path)
+        if real in seen or not os.path.isdir(real):
+            continue
+        seen.add(real)
+        if _under(real, "/usr") or _under(real, base_prefix):
+            site_dirs.append(real)
+        else:
+            inside = f"{INSIDE}/site-packages-{i}"
+            binds.append((real, inside))
+            site_dirs.append(inside)
+    binds.append((str(CHILD_SCRIPT), CHILD_INSIDE))
+    protected = [PROJECT_ROOT.resolve()]
+    for source, _ in binds:
+        if source != str(CHILD_SCRIPT) and any(_under(str(p), source) for p in protected):
+            raise SandboxUnavailable(f"the Python installation at {source} contains the project")
+    return _Layout(binds=tuple(binds), python=python, site_dirs=tuple(site_dirs))
+
+
+def _mount_ops(layout: _Layout, scratch_mb: int) -> list[str]:
+    ops = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = f"/{name}"
+        if os.path.islink(host):
+            ops += ["--symlink", os.readlink(host), host]
+        elif os.path.isdir(host):
+            ops += ["--ro-bind", host, host]
+    # bwrap makes missing parents 0700, which the unprivileged uid could not cross.
+    parents = sorted(
+        {str(p) for _, dest in layout.binds for p in Path(dest).parents if str(p) != "/"} | {"/etc"}
     )
+    for parent in parents:
+        ops += ["--perms", "0755", "--dir", parent]
+    ops += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    for source, dest in layout.binds:
+        ops += ["--ro-bind", source, dest]
+    ops += ["--proc", "/proc", "--dev", "/dev"]
+    ops += ["--perms", "1777", "--size", str(scratch_mb << 20), "--tmpfs", SCRATCH]
+    # Last: nothing but the scratch tmpfs is writable (not /, not /dev or /dev/shm).
+    ops += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    return ops
+
+
+def _child_env() -> dict[str, str]:
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": SCRATCH,
+        "TMPDIR": SCRATCH,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def _host_env() -> dict[str, str]:
+    """bwrap's own environment: none of the server's (keys, tokens), since its init process is
+    visible inside the sandbox."""
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _uids_of_processes() -> set[int]:
+    uids = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    uids.add(entry.stat().st_uid)
+    return uids
+
+
+def remove_leftovers(tmp_dir: Path) -> list[str]:
+    """Remove scratch directories that earlier sandbox versions left under `tmp_dir` (ours only),
+    even where the code made a subdirectory unreadable (chmod 0)."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tmp_dir):
+            if not entry.name.startswith(LEFTOVER_PREFIX):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_symlink() or entry.stat(follow_symlinks=False).st_uid != os.geteuid():
+                    continue
+                _force_rmtree(entry.path)
+                removed.append(entry.path)
+    return removed
+
+
+def _force_rmtree(path: str) -> None:
+    def unlock(target: str) -> None:
+        # O_PATH|O_NOFOLLOW: a planted symlink must not redirect the chmod outside the tree.
+        with contextlib.suppress(OSError):
+            fd = os.open(target, os.O_PATH | os.O_NOFOLLOW | os.O_DIRECTORY)
+            try:
+                os.chmod(f"/proc/self/fd/{fd}", 0o700)
+            finally:
+                os.close(fd)
+
+    unlock(path)
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            unlock(os.path.join(root, name))  # before os.walk descends into it
+    shutil.rmtree(path, ignore_errors=True)

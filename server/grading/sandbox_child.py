@@ -1,10 +1,15 @@
-"""Runs inside the sandbox subprocess: executes a candidate's code against hidden test cases.
+"""Runs inside the sandbox: executes a candidate's code against hidden test inputs.
 
-Started by `server.grading.sandbox` as `python -I sandbox_child.py` with resource limits already
-applied. Reads one JSON job from stdin and prints one JSON result line, prefixed by a marker so that
-anything the candidate's code prints stays apart from the result. Expected values never enter this
-process: it reports what the candidate's function returned and the parent compares. Uses only the
-standard library and numpy (plus torch when the candidate's code asks for it)."""
+Started by `server.grading.sandbox` inside bubblewrap as `python -I -S /opt/sparring/child.py`,
+with namespaces and resource limits already in place. Reads one JSON job from stdin (the code, the
+function's name, the cases' inputs, where site-packages are and the result pipe's number) and writes
+one JSON result to that pipe. Expected values never enter this process: it reports what the
+candidate's function returned and the server compares. Uses only the standard library and numpy
+(plus torch when the candidate's code asks for it).
+
+The audit hook below is a second layer behind the OS isolation; its configuration lives in the
+hook's closure as immutable values, so rebinding this module's globals (which the candidate can
+reach as `sys.modules['__main__']`) changes nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +20,6 @@ import os
 import sys
 import traceback
 
-RESULT_MARKER = "@@SPARRING_RESULT@@"
 PRINT_LIMIT = 4000  # characters of the candidate's own output we keep
 BLOCKED_EVENTS = (
     "socket.",
@@ -31,6 +35,11 @@ BLOCKED_EVENTS = (
     "ctypes.",
     "urllib.Request",
     "webbrowser.",
+    # Ways to reach the hook's closure or other frames' objects.
+    "gc.get_objects",
+    "gc.get_referrers",
+    "gc.get_referents",
+    "sys._current_frames",
 )
 PRELOADED = (
     "numpy",
@@ -56,30 +65,40 @@ class SandboxViolation(Exception):
     """The candidate's code tried something the sandbox forbids."""
 
 
+class OutputTooLarge(Exception):
+    """The function returned more numbers than any test needs: the whole run fails."""
+
+
 def _install_guard(workdir: str) -> None:
     """An audit hook (which user code cannot remove) that refuses network, processes, native
-    calls and writes outside the scratch directory. It backs up the OS-level limits and the network
-    namespace, which are not available on every machine."""
+    calls and writes outside the scratch directory."""
+    # Frozen copies bound now: later changes to the module globals do not reach the hook.
+    blocked = tuple(BLOCKED_EVENTS)
+    file_events = frozenset(FILE_EVENTS)
+    root = str(workdir)
+    realpath, fsdecode, sep = os.path.realpath, os.fsdecode, os.sep
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND
+    violation = SandboxViolation
 
     def inside(path: object) -> bool:
         if not isinstance(path, str | bytes | os.PathLike):
             return True  # a file descriptor
-        full = os.path.realpath(os.fsdecode(path))
-        return full == workdir or full.startswith(workdir + os.sep)
+        full = realpath(fsdecode(path))
+        return full == root or full.startswith(root + sep)
 
     def hook(event: str, args: tuple) -> None:
-        if event.startswith(BLOCKED_EVENTS):
-            raise SandboxViolation(f"not allowed in the sandbox: {event}")
+        if event.startswith(blocked):
+            raise violation(f"not allowed in the sandbox: {event}")
         if event == "open" and len(args) >= 3:
             path, mode, flags = args[0], args[1], args[2]
             if isinstance(mode, str):
                 writing = any(c in mode for c in "wax+")
             else:
-                writing = bool((flags or 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND))
+                writing = bool((flags or 0) & write_flags)
             if writing and not inside(path):
-                raise SandboxViolation(f"writing outside the sandbox: {path}")
-        if event in FILE_EVENTS and args and not inside(args[0]):
-            raise SandboxViolation(f"not allowed in the sandbox: {event} {args[0]}")
+                raise violation(f"writing outside the sandbox: {path}")
+        if event in file_events and args and not inside(args[0]):
+            raise violation(f"not allowed in the sandbox: {event} {args[0]}")
 
     sys.addaudithook(hook)
 
@@ -94,16 +113,21 @@ def _to_framework(value, torch):
     return value
 
 
-def _to_numpy(value):
+def _to_numpy(value, max_numbers: int):
     import numpy as np
 
     if isinstance(value, dict):
         raise TypeError("returned a dict; return the values in the documented order")
     if isinstance(value, tuple | list) and value and not isinstance(value[0], int | float):
-        return [_to_numpy(v) for v in value]
+        return [_to_numpy(v, max_numbers) for v in value]
     if hasattr(value, "detach"):  # a torch tensor
         value = value.detach().cpu().double().numpy()
-    return np.asarray(value, dtype=np.float64)
+    array = np.asarray(value, dtype=np.float64)
+    if array.size > max_numbers:
+        raise OutputTooLarge(
+            f"the function returned {array.size} numbers; at most {max_numbers} are accepted"
+        )
+    return array
 
 
 def _encode(value):
@@ -120,41 +144,12 @@ def _decode(arg):
     return arg
 
 
-def _confine(limits: dict) -> list[str]:
-    """OS-level limits, applied before any candidate code runs. Returns what could be applied."""
-    import ctypes
-    import resource
-
-    applied = []
-    for name, value in (
-        ("RLIMIT_AS", limits["memory_bytes"]),
-        ("RLIMIT_FSIZE", limits["file_bytes"]),
-        ("RLIMIT_CORE", 0),
-    ):
-        resource.setrlimit(getattr(resource, name), (value, value))
-    # Soft below hard, so the child gets SIGXCPU (reported as such) before SIGKILL.
-    cpu = limits["cpu_seconds"]
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    applied.append("rlimits")
-    libc = ctypes.CDLL(None, use_errno=True)
-    clone_newnet, clone_newuser = 0x40000000, 0x10000000
-    if libc.unshare(clone_newnet) == 0 or libc.unshare(clone_newuser | clone_newnet) == 0:
-        applied.append("no_network")  # a fresh network namespace: not even loopback is up
-    if os.geteuid() == 0:
-        try:
-            os.setgroups([])
-            os.setgid(limits["uid"])
-            os.setuid(limits["uid"])
-            applied.append("unprivileged")
-        except OSError:
-            pass
-    return applied
-
-
 def main() -> None:
     job = json.loads(sys.stdin.read())
+    result_fd = int(job["result_fd"])
+    max_numbers = int(job.get("max_numbers", 100_000))
     workdir = os.path.realpath(os.getcwd())
-    # Imported before confinement: afterwards the unprivileged user may not read the stdlib.
+    sys.path.extend(job.get("site_dirs", []))
     for name in PRELOADED:
         __import__(name)
 
@@ -163,19 +158,18 @@ def main() -> None:
         import torch  # type: ignore[no-redef]
 
         torch.set_num_threads(1)
-    isolation = _confine(job["limits"])
     _install_guard(workdir)
 
     out = io.StringIO()
     namespace: dict = {"__name__": "candidate"}
-    result: dict = {"error": None, "cases": [], "stdout": "", "isolation": isolation}
+    result: dict = {"error": None, "cases": [], "stdout": ""}
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             exec(compile(job["code"], "<answer>", "exec"), namespace)
     # Any failure of the candidate's code, even SystemExit, is a result.
     except BaseException as exc:
         result["error"] = _describe(exc)
-        _emit(result, out)
+        _emit(result, out, result_fd)
         return
     fn = namespace.get(job["function"])
     if not callable(fn):
@@ -190,20 +184,23 @@ def main() -> None:
         fn = candidates[-1] if candidates else None
     if fn is None:
         result["error"] = f"no function named {job['function']} was defined"
-        _emit(result, out)
+        _emit(result, out, result_fd)
         return
-    result["function"] = getattr(fn, "__name__", job["function"])
+    result["function"] = str(getattr(fn, "__name__", job["function"]))
     for case in job["cases"]:
         entry: dict = {"name": case["name"], "output": None, "error": None}
         try:
             args = [_to_framework(_decode(a), torch) for a in case["args"]]
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
                 got = fn(*args)
-            entry["output"] = _encode(_to_numpy(got))
+            entry["output"] = _encode(_to_numpy(got, max_numbers))
+        except OutputTooLarge as exc:
+            result["error"], result["cases"] = str(exc), []
+            break
         except BaseException as exc:
             entry["error"] = _describe(exc)
         result["cases"].append(entry)
-    _emit(result, out)
+    _emit(result, out, result_fd)
 
 
 def _describe(exc: BaseException) -> str:
@@ -215,10 +212,12 @@ def _describe(exc: BaseException) -> str:
     return (text[:300] + where) if not isinstance(exc, RecursionError) else "RecursionError"
 
 
-def _emit(result: dict, out: io.StringIO) -> None:
-    result["stdout"] = out.getvalue()[:PRINT_LIMIT].replace(RESULT_MARKER, "")
-    sys.__stdout__.write("\n" + RESULT_MARKER + json.dumps(result, default=str) + "\n")
-    sys.__stdout__.flush()
+def _emit(result: dict, out: io.StringIO, fd: int) -> None:
+    result["stdout"] = out.getvalue()[:PRINT_LIMIT]
+    data = json.dumps(result, default=str).encode()
+    while data:
+        data = data[os.write(fd, data) :]
+    os.close(fd)
 
 
 if __name__ == "__main__":

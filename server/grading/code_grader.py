@@ -53,6 +53,16 @@ class CodeGrader:
                     entry, grade.key_points, grade.misconceptions, grade.flags, language
                 )
             return grade
+        isolation = self.sandbox.isolation
+        if not isolation.available:
+            # No isolation, no execution: the prose grade stands and the candidate is told why.
+            grade.flags.append("code_not_run")
+            grade.feedback = (
+                write_feedback(entry, grade.key_points, grade.misconceptions, grade.flags, language)
+                + "\n\n"
+                + not_run_notice(isolation.reason, language)
+            )
+            return grade
         run = _run_cases(self.sandbox, prepared, code)
         tests = _test_results(prepared, run, language)
         passed = {t.name for t in tests if t.passed}
@@ -79,9 +89,31 @@ class CodeGrader:
         return grade
 
 
+def not_run_notice(reason: str, language: str) -> str:
+    if language == "en":
+        return (
+            f"Your code was not run: this server cannot isolate candidate code ({reason}), "
+            "so the answer was graded on its explanation only."
+        )
+    return f"代码未运行：本服务器无法隔离运行候选代码（{reason}），本题只按文字讲解评分。"
+
+
+def startup_line(grader: CodeGrader | None) -> str:
+    """What `sparring serve` says about running candidates' code (sets up isolation once)."""
+    if grader is None:
+        reason = "the sandbox is disabled (SPARRING_SANDBOX_ENABLED=false)"
+        return f"Sandbox off: code questions fall back to prose grading: {reason}"
+    isolation = grader.sandbox.isolation
+    if not isolation.available:
+        return f"Sandbox unavailable: code questions fall back to prose grading: {isolation.reason}"
+    return f"Candidate code runs isolated in {isolation.summary}"
+
+
 def verify_known_answers(prepared: PreparedTask, sandbox: Sandbox) -> list[str]:
     """Problems with a task's hidden tests: the reference and each alternative must pass every case,
     and each known answer must fail exactly the cases it lists (so the tests tell right from wrong)."""
+    if not sandbox.isolation.available:
+        return [f"{prepared.task.id}: code cannot be run here: {sandbox.isolation.reason}"]
     samples = [("reference", prepared.task.reference, [])]
     samples += [(f"alternative {i + 1}", c, []) for i, c in enumerate(prepared.task.alternatives)]
     samples += [(k.name, k.code, k.fails) for k in prepared.task.known_answers]

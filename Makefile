@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: run test install install-dev ingest lint format eval bench clean browser
+.PHONY: run test install install-dev ingest lint format eval bench clean browser bubblewrap
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(PIP) install --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+install: bubblewrap $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
 ingest: install
@@ -42,7 +42,19 @@ browser:
 		fi; \
 	fi
 
-test: install-dev browser
+# Candidate code for coding questions runs under Debian's bubblewrap. Without it the server still
+# runs, and code questions are graded on their prose (the start-up output says so).
+bubblewrap:
+	@if [ ! -x /usr/bin/bwrap ]; then \
+		if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
+		else \
+			echo "bubblewrap is missing (sudo apt-get install bubblewrap): code questions fall back to prose grading"; \
+		fi; \
+	fi
+
+test: install-dev browser bubblewrap
+	@test -x /usr/bin/bwrap || { echo "The sandbox escape tests need bubblewrap (sudo apt-get install bubblewrap)"; exit 1; }
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q

@@ -86,6 +86,9 @@ def serve(
     settings = settings.model_copy(update={"host": host, "port": port})
     svc = _services(settings)
     _ingest_with_progress(svc)
+    from server.grading.code_grader import startup_line
+
+    console.print(startup_line(svc.code_grader))  # sets up and self-tests the code sandbox once
     console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
     uvicorn.run(create_app(settings, svc), host=host, port=port, log_level="warning")
 

@@ -97,7 +97,13 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     @app.get("/api/info")
     def info() -> dict:
         bank = services.bank
+        queue = work.stats()
         return {
+            "grading_queue": {
+                "workers": queue.workers,
+                "in_system": queue.in_system,
+                "queue_limit": queue.queue_limit,
+            },
             "questions": len(bank),
             "llm_configured": services.grading.llm_configured,
             "llm_model": settings.llm_model or None,

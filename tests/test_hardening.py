@@ -68,9 +68,7 @@ def held(services) -> Iterator[tuple[Services, HeldGrading]]:
     holder.release.set()
 
 
-def post_later(
-    pool: ThreadPoolExecutor, url: str, user: str, answer: str = ANSWER, qid: str = QID
-):
+def post_later(pool: ThreadPoolExecutor, url: str, user: str, answer: str = ANSWER, qid: str = QID):
     body = {"question_id": qid, "answer": answer, "grader": "rubric"}
     return pool.submit(httpx.post, f"{url}/api/grade", json=body, headers=auth(user), timeout=120)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -11,7 +12,17 @@ from pathlib import Path
 import pytest
 
 from server.config import PROJECT_ROOT
-from server.grading.sandbox import UID_RANGE, Sandbox, SandboxLimits, parse_result
+from server.grading.sandbox import (
+    CHILD_INSIDE,
+    CHILD_SCRIPT,
+    UID_RANGE,
+    USERNS_UID,
+    Sandbox,
+    SandboxLimits,
+    _host_env,
+    _Layout,
+    parse_result,
+)
 
 ARRAY = {"__array__": [1.0, 2.0, 3.0], "dtype": "float64"}
 
@@ -215,3 +226,34 @@ def test_wall_clock_timeout_kills_a_sleeping_child():
         use_torch=False,
     )
     assert result.error and "timed out" in result.error
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0
+    or not Path("/usr/sbin/runuser").exists()
+    or not Path("/usr/bin/python3").exists(),
+    reason="needs root (to become nobody) and Debian's python3",
+)
+def test_an_unprivileged_server_gets_a_user_namespace_that_cannot_nest(tmp_path):
+    """The same sandbox started by an ordinary user (here nobody): bwrap makes a user namespace,
+    and the code inside can make no further namespaces."""
+    sandbox = Sandbox(leftovers_dir=tmp_path)
+    sandbox._as_root = False  # build the command an unprivileged server would run
+    layout = _Layout(
+        binds=((str(CHILD_SCRIPT), CHILD_INSIDE),), python="/usr/bin/python3", site_dirs=()
+    )
+    probe = (
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+        "print(os.getuid(), libc.unshare(0x10000000), 'work' in os.listdir('/'))"
+    )
+    argv, _ = sandbox._argv(layout, USERNS_UID, [], ["-c", probe])
+    out = subprocess.run(
+        ["/usr/sbin/runuser", "-u", "nobody", "--", *argv],
+        capture_output=True,
+        text=True,
+        env=_host_env(),
+        timeout=30,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(USERNS_UID), "-1", "False"]

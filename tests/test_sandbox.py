@@ -257,3 +257,26 @@ def test_an_unprivileged_server_gets_a_user_namespace_that_cannot_nest(tmp_path)
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(USERNS_UID), "-1", "False"]
+
+
+def test_without_isolation_coding_answers_are_graded_on_prose_and_told_why(services, tmp_path):
+    from server.grading.code_grader import CodeGrader, startup_line
+
+    grader = CodeGrader(services.coding_tasks, Sandbox(bwrap="", leftovers_dir=tmp_path))
+    entry = services.bank.get("gae-intro")
+    answer = (
+        "GAE 从后往前递推 TD 残差。\n```python\ndef compute_gae(r, v, d, g, l):\n    return r\n```"
+    )
+    prose = services.grading.rubric.grade(entry, answer, "zh")
+    before = prose.score
+    grade = grader.apply(entry, answer, prose, "zh")
+    assert "code_not_run" in grade.flags and grade.tests == []
+    assert grade.score == before  # the prose grade stands
+    assert "代码未运行" in grade.feedback and "not installed" in grade.feedback
+    assert startup_line(grader).endswith(
+        "code questions fall back to prose grading: bubblewrap (bwrap) is not installed"
+    )
+    assert "fall back to prose grading" in startup_line(None)
+    assert startup_line(services.code_grader).startswith(
+        "Candidate code runs isolated in bubblewrap"
+    )

@@ -16,7 +16,7 @@ import server.offline  # noqa: F401  (LITELLM_LOCAL_MODEL_COST_MAP before litell
 from server.config import Settings
 from server.corpus.schema import KeyPoint, QuestionEntry
 from server.grading.models import Grade, KeyPointResult, MisconceptionHit
-from server.grading.scoring import score_from
+from server.grading.scoring import analytic_score
 from server.grading.segments import normalise
 from server.grading.signals import is_injection
 from server.prompts import render
@@ -286,7 +286,7 @@ class LlmGrader:
                 data.get("feedback") or "", self._settings.llm_feedback_max_chars
             )
         return Grade(
-            score=score_from(results, len(hits), flags),
+            score=0.0 if injected else analytic_score(results, len(hits), flags),
             grader=self.name,
             key_points=results,
             misconceptions=hits,

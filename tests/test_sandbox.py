@@ -21,6 +21,7 @@ from server.grading.sandbox import (
     SandboxLimits,
     _host_env,
     _Layout,
+    _seccomp_fd,
     parse_result,
 )
 
@@ -246,15 +247,17 @@ def test_an_unprivileged_server_gets_a_user_namespace_that_cannot_nest(tmp_path)
         "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
         "print(os.getuid(), libc.unshare(0x10000000), 'work' in os.listdir('/'))"
     )
-    argv, _ = sandbox._argv(layout, USERNS_UID, [], ["-c", probe])
-    out = subprocess.run(
-        ["/usr/sbin/runuser", "-u", "nobody", "--", *argv],
-        capture_output=True,
-        text=True,
-        env=_host_env(),
-        timeout=30,
-        check=False,
-    )
+    with _seccomp_fd() as filter_fd:
+        argv = sandbox._argv(layout, USERNS_UID, ["-c", probe], filter_fd)
+        out = subprocess.run(
+            ["/usr/sbin/runuser", "-u", "nobody", "--", *argv],
+            capture_output=True,
+            text=True,
+            env=_host_env(),
+            pass_fds=() if filter_fd is None else (filter_fd,),
+            timeout=30,
+            check=False,
+        )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(USERNS_UID), "-1", "False"]
 

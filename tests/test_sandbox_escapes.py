@@ -570,6 +570,7 @@ def test_no_network_and_no_native_escape_even_without_the_audit_hook(grade):
             libc = ctypes.CDLL(None, use_errno=True)
             out["setuid0"] = libc.setuid(0)
             out["mount_ns"] = libc.unshare(0x00020000)
+            out["user_ns"] = libc.unshare(0x10000000)  # nested user namespace: seccomp says no
             out["uid"] = os.getuid()
             print(out)
             """
@@ -600,6 +601,7 @@ def test_no_network_and_no_native_escape_even_without_the_audit_hook(grade):
     assert seen["socket"] == "refused" and seen["ctypes"] == "refused"
     assert "'net': 'connected'" not in seen["unhooked"]
     assert "'setuid0': -1" in seen["unhooked"] and "'mount_ns': -1" in seen["unhooked"]
+    assert "'user_ns': -1" in seen["unhooked"]
     assert not reached.is_set()
 
 

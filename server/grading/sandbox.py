@@ -167,11 +167,17 @@ class Sandbox:
         except SandboxUnavailable as exc:
             return Isolation(False, reason=str(exc))
         # The self-test starts the real interpreter with the real mounts and limits.
-        with self._uid() as uid:
-            argv, _ = self._argv(layout, uid, [], ["-c", "import json, os; os.write(1, b'ok')"])
+        with self._uid() as uid, _seccomp_fd() as filter_fd:
+            probe = ["-c", "import json, os; os.write(1, b'ok')"]
+            argv = self._argv(layout, uid, probe, filter_fd)
             try:
                 proc = subprocess.run(
-                    argv, capture_output=True, timeout=30, env=_host_env(), check=False
+                    argv,
+                    capture_output=True,
+                    timeout=30,
+                    env=_host_env(),
+                    pass_fds=() if filter_fd is None else (filter_fd,),
+                    check=False,
                 )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 return Isolation(False, reason=f"bwrap failed its self-test: {exc}")
@@ -189,6 +195,7 @@ class Sandbox:
             f"scratch tmpfs {self.limits.scratch_mb} MB",
             "per-run uid" if self._as_root else "user namespace uid",
             "rlimits:nproc,as,cpu,fsize,core",
+            *(("seccomp:no-namespaces",) if _seccomp_program() else ()),
             "audit hook",
         )
         who = (
@@ -199,7 +206,8 @@ class Sandbox:
         summary = (
             f"{_bwrap_version(self._bwrap)}: own mount/PID/network/IPC/UTS namespaces, read-only "
             f"minimal root without the project, {self.limits.scratch_mb} MB private scratch, "
-            f"{who}, ≤ {self.limits.max_processes} processes, {self.limits.memory_mb} MB memory, "
+            f"{who}, {'a seccomp filter against new namespaces, ' if _seccomp_program() else ''}"
+            f"≤ {self.limits.max_processes} processes, {self.limits.memory_mb} MB memory, "
             f"{self.limits.cpu_seconds} s CPU, {self.limits.wall_seconds:g} s wall"
         )
         return Isolation(True, summary=summary, features=features)
@@ -224,8 +232,8 @@ class Sandbox:
                 self._uids_in_use.discard(uid)
 
     def _argv(
-        self, layout: _Layout, uid: int, pass_fds: list[int], python_args: list[str]
-    ) -> tuple[list[str], list[int]]:
+        self, layout: _Layout, uid: int, python_args: list[str], seccomp_fd: int | None = None
+    ) -> list[str]:
         limits = self.limits
         argv = [self._bwrap or "bwrap"]
         argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
@@ -242,6 +250,8 @@ class Sandbox:
         if self._as_root:
             # Only to switch to the run's uid below; setpriv then drops every capability.
             argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        if seccomp_fd is not None:
+            argv += ["--seccomp", str(seccomp_fd)]
         argv += ["--", "/usr/bin/prlimit"]
         argv += [
             f"--nproc={limits.max_processes}",
@@ -256,7 +266,7 @@ class Sandbox:
             argv += ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
             argv += ["--inh-caps=-all", "--bounding-set=-all", "--"]
         argv += [layout.python, "-I", "-S", *python_args]
-        return argv, pass_fds
+        return argv
 
     # -- one run --------------------------------------------------------------------------
 
@@ -266,17 +276,18 @@ class Sandbox:
         job["result_fd"] = result_w  # pass_fds keeps the number in the child
         job["site_dirs"] = list(layout.site_dirs)
         payload = json.dumps(job, allow_nan=True).encode()
-        argv, _ = self._argv(layout, uid, [result_w], [CHILD_INSIDE])
         try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(result_w,),
-                env=_host_env(),
-                start_new_session=True,
-            )
+            with _seccomp_fd() as filter_fd:
+                argv = self._argv(layout, uid, [CHILD_INSIDE], filter_fd)
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    pass_fds=(result_w,) if filter_fd is None else (result_w, filter_fd),
+                    env=_host_env(),
+                    start_new_session=True,
+                )
         except OSError as exc:
             os.close(result_r)
             os.close(result_w)
@@ -540,6 +551,97 @@ def _python_layout() -> _Layout:
         if source != str(CHILD_SCRIPT) and any(_under(str(p), source) for p in protected):
             raise SandboxUnavailable(f"the Python installation at {source} contains the project")
     return _Layout(binds=tuple(binds), python=python, site_dirs=tuple(site_dirs))
+
+
+# seccomp: the code may not make namespaces (nested user namespaces are the usual way from an
+# unprivileged process to kernel attack surface) nor use a few rarely needed kernel interfaces.
+# Syscall numbers per architecture; elsewhere no filter is installed (the summary says so).
+_SECCOMP_ARCHES = {
+    # machine: (AUDIT_ARCH, {name: number})
+    "x86_64": (
+        0xC000003E,
+        {
+            "unshare": 272, "setns": 308, "clone": 56, "clone3": 435, "mount": 165,
+            "umount2": 166, "pivot_root": 155, "chroot": 161, "keyctl": 250, "add_key": 248,
+            "request_key": 249, "userfaultfd": 323, "perf_event_open": 298, "bpf": 321,
+            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "unshare": 97, "setns": 268, "clone": 220, "clone3": 435, "mount": 40,
+            "umount2": 39, "pivot_root": 41, "chroot": 51, "keyctl": 219, "add_key": 217,
+            "request_key": 218, "userfaultfd": 282, "perf_event_open": 241, "bpf": 280,
+            "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+        },
+    ),
+}  # fmt: skip
+_CLONE_NAMESPACE_FLAGS = (
+    0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
+)
+
+
+@functools.cache
+def _seccomp_program() -> bytes | None:
+    """A classic-BPF seccomp filter for this machine's architecture, or None."""
+    import errno
+    import platform
+    import struct
+
+    arch = _SECCOMP_ARCHES.get(platform.machine())
+    if arch is None:
+        return None
+    audit_arch, numbers = arch
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
+    enosys = 0x00050000 | errno.ENOSYS  # clone3: glibc then falls back to clone, which we check
+    # (code, jump-if-true label, jump-if-false label, k); labels resolved below.
+    prog: list[tuple[int, str | None, str | None, int]] = [
+        (ld, None, None, 4),  # seccomp_data.arch
+        (jeq, None, "deny", audit_arch),
+        (ld, None, None, 0),  # seccomp_data.nr
+    ]
+    if audit_arch == 0xC000003E:
+        prog.append((jge, "deny", None, 0x40000000))  # the x32 ABI: another way to the same calls
+    prog.append((jeq, "enosys", None, numbers["clone3"]))
+    prog.append((jeq, None, "others", numbers["clone"]))
+    prog.append((ld, None, None, 16))  # clone's flags: low word of args[0]
+    prog.append((jset, "deny", "allow", _CLONE_NAMESPACE_FLAGS))
+    labels = {"others": len(prog)}
+    blocked = [n for name, n in numbers.items() if name not in ("clone", "clone3")]
+    prog += [(jeq, "deny", None, n) for n in blocked]
+    labels["allow"] = len(prog)
+    prog.append((ret, None, None, allow))
+    labels["deny"] = len(prog)
+    prog.append((ret, None, None, deny))
+    labels["enosys"] = len(prog)
+    prog.append((ret, None, None, enosys))
+    out = b""
+    for i, (code, jt, jf, k) in enumerate(prog):
+        t = labels[jt] - i - 1 if jt else 0
+        f = labels[jf] - i - 1 if jf else 0
+        out += struct.pack("=HBBI", code, t, f, k)
+    return out
+
+
+@contextlib.contextmanager
+def _seccomp_fd():
+    """A pipe holding the filter, for `bwrap --seccomp FD` (closed once bwrap has started)."""
+    program = _seccomp_program()
+    if program is None:
+        yield None
+        return
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)  # a few hundred bytes: fits the pipe buffer
+        os.close(write_fd)
+        write_fd = -1
+        yield read_fd
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
 
 
 def _mount_ops(layout: _Layout, scratch_mb: int) -> list[str]:

@@ -11,6 +11,7 @@ Each run is a fresh `bwrap` with its own mount, PID, network, IPC, UTS (and cgro
 - the code runs under a uid used by nothing else: as root, a random uid from a high range per run
   (set by `setpriv` inside the sandbox, no capabilities, no new privileges); as an ordinary user,
   in a user namespace that cannot create further namespaces;
+- a seccomp filter refuses new namespaces and a few rarely needed kernel interfaces;
 - `prlimit` caps processes, address space, CPU seconds, file size and core dumps;
 - a wall-clock timeout here kills the run.
 The answer key never goes in: the child receives the code and the hidden tests' inputs on stdin

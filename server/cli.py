@@ -197,52 +197,13 @@ def eval_retrieval(
             console.print(f"  miss: {q}")
 
 
-@eval_app.command("grading")
-def eval_grading(
-    dataset: Annotated[Path, typer.Option(help="JSONL of {q, kind, label, answer}")] = PROJECT_ROOT
-    / "tests"
-    / "eval"
-    / "grading.jsonl",
-    grader: Annotated[str, typer.Option(help="rubric | llm (needs SPARRING_LLM_MODEL)")] = "rubric",
-) -> None:
-    """Spearman, Kendall, MAE, per-kind means and adversarial failures, beside two baselines."""
-    from server.evaluation.grading import (
-        evaluate_grader,
-        length_baseline,
-        load_cases,
-        report,
-        tfidf_baseline,
-    )
-    from server.grading.models import GraderChoice
-    from server.grading.service import GraderUnavailable
+DEFAULT_GRADING_SETS = [
+    PROJECT_ROOT / "tests" / "eval" / "grading.jsonl",
+    PROJECT_ROOT / "tests" / "eval" / "grading_v2",
+]
 
-    if grader not in ("rubric", "llm"):
-        console.print("[red]--grader must be rubric or llm.[/red]")
-        raise typer.Exit(2)
-    if not dataset.exists():
-        console.print(f"[red]No such dataset: {dataset}[/red]")
-        raise typer.Exit(2)
-    svc = _services()
-    try:
-        cases = load_cases(dataset, svc.bank)
-    except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
-    choice = GraderChoice(grader)
 
-    def grade(case) -> float:
-        return svc.grading.grade(case.entry, case.answer, choice).score
-
-    try:
-        main = evaluate_grader(grader if grader == "rubric" else svc.grading.llm.name, cases, grade)
-    except GraderUnavailable as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
-    reports = [
-        main,
-        report("length-only", cases, length_baseline(cases)),
-        report("tfidf-cosine", cases, tfidf_baseline(cases)),
-    ]
+def _grading_tables(title: str, cases, reports) -> None:
     questions = len({c.entry.id for c in cases})
     table = Table(
         "grader",
@@ -250,7 +211,7 @@ def eval_grading(
         "Kendall",
         "MAE",
         "adversarial failures",
-        title=f"Grading on {dataset.name} ({len(cases)} answers, {questions} questions)",
+        title=f"{title} ({len(cases)} answers, {questions} questions)",
     )
     for r in reports:
         table.add_row(
@@ -258,7 +219,7 @@ def eval_grading(
             f"{r.spearman:.3f}",
             f"{r.kendall:.3f}",
             f"{r.mae:.2f}",
-            str(len(r.adversarial_failures)),
+            f"{len(r.adversarial_failures)} / {sum(1 for c in cases if c.max_ok is not None)}",
         )
     console.print(table)
     kinds = sorted({c.kind for c in cases})
@@ -272,9 +233,114 @@ def eval_grading(
             *[f"{r.mean_by_kind.get(kind, 0):.1f}" for r in reports],
         )
     console.print(by_kind)
-    console.print(f"Blank answers scored: {main.blank_scores}")
-    for f in main.adversarial_failures:
-        console.print(f"  [red]adversarial failure[/red] {escape(f)}")
+    failures = reports[0].adversarial_failures
+    if failures:
+        console.print(f"[bold]Adversarial failures of {reports[0].name}[/bold] (first 20):")
+        for f in failures[:20]:
+            console.print(f"  {escape(f)}")
+
+
+@eval_app.command("grading")
+def eval_grading(
+    dataset: Annotated[
+        list[Path] | None,
+        typer.Option(help="JSONL files or directories (default: tests/eval grading sets)"),
+    ] = None,
+    grader: Annotated[str, typer.Option(help="rubric | llm (needs SPARRING_LLM_MODEL)")] = "rubric",
+    split: Annotated[
+        str, typer.Option(help="train (out-of-fold) | test (held out) | both | all (as is)")
+    ] = "both",
+) -> None:
+    """Spearman, Kendall, MAE, per-kind means and adversarial failures, beside two baselines.
+
+    `train` refits the calibration per fold (grouped by question) and scores each answer with a
+    model that never saw its question; `test` scores the held-out questions with the shipped
+    calibration; `all` grades every answer of the given files as the server would."""
+    from server.evaluation.fit_grader import out_of_fold, signals_for
+    from server.evaluation.grading import (
+        evaluate_grader,
+        length_baseline,
+        load_datasets,
+        report,
+        tfidf_baseline,
+    )
+    from server.grading.models import GraderChoice
+    from server.grading.service import GraderUnavailable
+
+    if grader not in ("rubric", "llm") or split not in ("train", "test", "both", "all"):
+        console.print(
+            "[red]--grader must be rubric or llm; --split train, test, both or all.[/red]"
+        )
+        raise typer.Exit(2)
+    paths = dataset or DEFAULT_GRADING_SETS
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        console.print(f"[red]No such dataset: {missing[0]}[/red]")
+        raise typer.Exit(2)
+    svc = _services()
+    try:
+        cases = load_datasets(paths, svc.bank)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    choice = GraderChoice(grader)
+
+    def grade(case) -> float:
+        return svc.grading.grade(case.entry, case.answer, choice).score
+
+    def baselines(subset):
+        return [
+            report("length-only", subset, length_baseline(subset)),
+            report("tfidf-cosine", subset, tfidf_baseline(subset)),
+        ]
+
+    name = grader if grader == "rubric" else "llm"
+    try:
+        if split in ("train", "both") and grader == "rubric":
+            train = [c for c in cases if c.split == "train"]
+            if train:
+                oof = out_of_fold(train, signals_for(train, svc.grading.rubric))
+                reports = [report("rubric (out-of-fold)", train, oof), *baselines(train)]
+                _grading_tables("Training split, out-of-fold", train, reports)
+        if split in ("test", "both", "all"):
+            subset = cases if split == "all" else [c for c in cases if c.split == "test"]
+            if subset:
+                main = evaluate_grader(name, subset, grade)
+                title = "All answers" if split == "all" else "Held-out test split"
+                _grading_tables(title, subset, [main, *baselines(subset)])
+                console.print(f"Blank answers scored: {main.blank_scores}")
+    except GraderUnavailable as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+
+
+@eval_app.command("fit-grader")
+def eval_fit_grader(
+    dataset: Annotated[
+        list[Path] | None,
+        typer.Option(help="JSONL files or directories (default: tests/eval grading sets)"),
+    ] = None,
+) -> None:
+    """Fit the rubric grader's calibration on the training split (never the test split) and
+    write server/grading/calibration.json; prints the out-of-fold figures first."""
+    from server.evaluation.fit_grader import fit_and_save, out_of_fold, signals_for
+    from server.evaluation.grading import load_datasets, report
+    from server.grading.calibration import FEATURE_NAMES
+
+    svc = _services()
+    cases = [
+        c for c in load_datasets(dataset or DEFAULT_GRADING_SETS, svc.bank) if c.split == "train"
+    ]
+    signals = signals_for(cases, svc.grading.rubric)
+    oof = report("rubric (out-of-fold)", cases, out_of_fold(cases, signals))
+    console.print(
+        f"{len(cases)} training answers: out-of-fold Spearman {oof.spearman:.3f}, "
+        f"MAE {oof.mae:.2f}, adversarial failures {len(oof.adversarial_failures)}"
+    )
+    model = fit_and_save(cases, signals)
+    for feature, coef in zip(FEATURE_NAMES, model.coef, strict=True):
+        console.print(f"  {feature:24s} {coef:7.3f}")
+    console.print(f"  intercept {model.intercept:.3f}; written server/grading/calibration.json")
 
 
 @corpus_app.command("validate")
@@ -296,7 +362,9 @@ def corpus_validate() -> None:
     problems += [p for entry in bank for p in hygiene_problems(entry)]
     for p in problems:
         console.print(f"[red]{p}[/red]")
-    console.print(f"{len(bank)} entries, {len(problems)} problem(s) (source, schema, alias hygiene).")
+    console.print(
+        f"{len(bank)} entries, {len(problems)} problem(s) (source, schema, alias hygiene)."
+    )
     if problems:
         raise typer.Exit(1)
 

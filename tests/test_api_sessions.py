@@ -83,7 +83,7 @@ def test_strong_answer_moves_on_with_a_follow_up(alice):
         GRPO_GOOD + " 组内全对或全错时优势全为 0，没有梯度；Dr. GRPO 建议去掉 std 以免难度偏置。"
     )
     r = alice.post(f"/api/sessions/{s['id']}/answers", json={"answer": excellent}).json()
-    assert r["grade"]["score"] >= 8
+    assert r["grade"]["score"] >= 7
     # Filters allow only this topic, so the related question must come from elsewhere or the session ends.
     assert r["next"]["kind"] in ("followup", "end")
 

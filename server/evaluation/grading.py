@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import unicodedata
 from collections import defaultdict
@@ -34,6 +35,19 @@ class GradingCase:
     answer: str
     entry: QuestionEntry
     imitates: str | None = None
+    max_ok: float | None = None  # an attack's ceiling: a score above it is an adversarial failure
+    author: str = ""
+
+    @property
+    def split(self) -> str:
+        return split_of(self.entry.id)
+
+
+def split_of(question_id: str) -> str:
+    """Held-out by question: a quarter of the questions, chosen by a hash of the id, are the test
+    split. Nothing is fitted or tuned on them; `fit-grader` refuses to see them."""
+    digest = hashlib.sha1(question_id.encode("utf-8")).hexdigest()
+    return "test" if int(digest, 16) % 4 == 0 else "train"
 
 
 @dataclass
@@ -71,19 +85,36 @@ def load_cases(path: Path, bank: QuestionBank) -> list[GradingCase]:
             continue
         row = json.loads(line)
         try:
-            entry = resolve_question(bank, row["q"])
+            if "question_id" in row:
+                entry = bank.get(row["question_id"])
+                if entry is None:
+                    raise ValueError(f"unknown question id {row['question_id']!r}")
+            else:
+                entry = resolve_question(bank, row["q"])
         except (KeyError, ValueError) as exc:
             raise ValueError(f"{path.name}:{n}: {exc}") from exc
         cases.append(
             GradingCase(
-                q=row["q"],
+                q=row.get("q") or entry.id,
                 kind=row["kind"],
                 label=float(row["label"]),
                 answer=row["answer"],
                 entry=entry,
                 imitates=row.get("imitates"),
+                max_ok=row.get("max_ok"),
+                author=row.get("author", ""),
             )
         )
+    return cases
+
+
+def load_datasets(paths: list[Path], bank: QuestionBank) -> list[GradingCase]:
+    """Every case of the given files (a directory means its *.jsonl files)."""
+    cases: list[GradingCase] = []
+    for path in paths:
+        files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        for f in files:
+            cases += load_cases(f, bank)
     return cases
 
 
@@ -110,6 +141,10 @@ def _adversarial_failures(cases: list[GradingCase], scores: list[float]) -> list
         by_question[c.entry.id].setdefault(c.kind, s)
     failures = []
     for c, s in zip(cases, scores, strict=True):
+        if c.max_ok is not None:
+            if s > c.max_ok:
+                failures.append(f"{c.entry.id} [{c.kind} {s:.1f} > ceiling {c.max_ok:.1f}]")
+            continue
         target_kind = c.imitates or ADVERSARIAL_DEFAULT_TARGET.get(c.kind)
         if target_kind is None:
             continue

@@ -92,7 +92,7 @@ def phrase_pattern(phrase: str, loose: bool) -> re.Pattern[str] | None:
     norm = normal_form(phrase)
     if not norm:
         return None
-    words = [w for w in words_in_order(norm) if w.strip()] if loose else list(norm.replace(" ", ""))
+    words = [w for w in words_in_order(norm) if w.strip()] if loose else [norm.replace(" ", "")]
     if not words:
         return None
     gap = r"[^。！？!?\n]{0,8}?" if loose else r"\s*"

@@ -29,7 +29,18 @@ def _converter():
     return conv
 
 
+_FORMAT_BETWEEN_LATIN = re.compile(
+    r"(?<=[A-Za-z0-9])[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]+(?=[A-Za-z0-9])"
+)
+
+
 def strip_format_chars(text: str) -> str:
+    """Format characters go; where they are sparse, one between two Latin letters stands for the
+    space it hides, so "baseline\u200bstd" stays two words."""
+    format_chars = sum(1 for c in text if unicodedata.category(c) == "Cf")
+    if format_chars and format_chars < 0.2 * len(text):
+        # Sparse: they separate words. Dense (between every letter): they hide words; drop them.
+        text = _FORMAT_BETWEEN_LATIN.sub(" ", text)
     return "".join(c for c in text if unicodedata.category(c) != "Cf")
 
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from server.grading.code_extract import code_spans
 
 _BOUNDARY = re.compile(r"[。！？!?；;\n]+|(?<=[a-zA-Z)\]])\.(?=\s)")
-MAX_SEGMENTS = 14
 
 
 @dataclass(frozen=True)
@@ -57,22 +56,3 @@ def _add(answer: str, start: int, end: int, out: list[Segment], code: bool = Fal
     lead = len(raw) - len(raw.lstrip())
     s = start + lead
     out.append(Segment(stripped, s, s + len(stripped), code))
-
-
-def merge_for_embedding(answer: str, segments: list[Segment]) -> list[Segment]:
-    """Join neighbours so a long answer costs at most MAX_SEGMENTS embeddings."""
-    if len(segments) <= MAX_SEGMENTS:
-        return segments
-    per = -(-len(segments) // MAX_SEGMENTS)
-    merged = []
-    for i in range(0, len(segments), per):
-        group = segments[i : i + per]
-        merged.append(
-            Segment(
-                answer[group[0].start : group[-1].end],
-                group[0].start,
-                group[-1].end,
-                any(g.code for g in group),
-            )
-        )
-    return merged

@@ -11,7 +11,7 @@ from server.grading.code_grader import CodeGrader
 from server.grading.feedback import write_feedback
 from server.grading.llm_grader import LlmGrader, LlmGradingError
 from server.grading.models import Grade, GraderChoice
-from server.grading.rubric_grader import RelevanceRank, RubricGrader
+from server.grading.rubric_grader import RubricGrader
 from server.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -26,10 +26,12 @@ class GradingService:
         self,
         settings: Settings,
         embedder: Embedder,
-        relevance: RelevanceRank | None = None,
+        relevance: object | None = None,
         code: CodeGrader | None = None,
     ) -> None:
-        self.rubric = RubricGrader(embedder, relevance)
+        # The rubric grader v2 is lexical and reads the whole answer: it needs neither the embedder
+        # nor search ranks (kept in the signature for callers; see docs/grading.md).
+        self.rubric = RubricGrader()
         self.llm = LlmGrader(settings) if settings.llm_configured else None
         self.code = code
 

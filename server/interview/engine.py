@@ -30,7 +30,7 @@ from server.grading.models import (
     MisconceptionHit,
     TestResult,
 )
-from server.grading.scoring import score_from
+from server.grading.scoring import analytic_score, score_from
 from server.grading.service import GradingService
 from server.interview import progress, selection
 from server.interview.phrasing import Phrasing
@@ -328,7 +328,13 @@ class InterviewEngine:
             flags.append("late")
         if asked.hints and "hint_used" not in flags:
             flags.append("hint_used")
-        score = score_from(points, len(misconceptions), flags, cap=self._cap(asked))
+        cap = self._cap(asked)
+        if not asked.result:
+            score = min(cap, grade.score)  # the first answer's grade stands as graded
+        elif grade.grader.startswith("llm"):
+            score = analytic_score(points, len(misconceptions), flags, cap=cap)
+        else:
+            score = score_from(points, len(misconceptions), flags, cap=cap)
         merged = Grade(
             score=score,
             grader=grade.grader,

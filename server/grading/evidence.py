@@ -1,0 +1,422 @@
+"""Read a whole answer against one rubric: what each sentence asserts, which key points it evidences,
+which wrong claims it makes, and the answer-level signals the calibrated score is fitted on.
+
+Every sentence is read by the same rules (no budget, no alias-only tail). A key point is credited
+for a statement, not for a term: one specific alias alone stays below the coverage line; an alias
+plus the point's own content words, or two specific aliases, reach it. Denied, reported ("很多人以为"),
+asked, hedged and "以下都是错的"-framed text earns nothing; a sentence that asserts a contradiction
+or a misconception is a wrong claim."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from server.corpus.hygiene import GENERIC_TERMS, weak_aliases
+from server.corpus.schema import KeyPoint, QuestionEntry
+from server.grading.claims import (
+    _CLAUSE_BREAK,
+    _CONTRAST,
+    _HEDGE,
+    _NEGATION,
+    _REPORT,
+    NEGATION_REACH_CJK,
+    NEGATION_REACH_LATIN,
+    Stance,
+    denies_following,
+    denies_preceding,
+    find_phrases,
+    has_negation,
+    is_question,
+    phrase_pattern,
+)
+from server.grading.injection import code_has_injection, is_injection
+from server.grading.normalize import normal_form
+from server.grading.segments import Segment, split_segments
+from server.retrieval.tokenize import tokenize
+
+ALIAS_CREDIT = 0.4  # one specific alias: named, not yet stated
+WEAK_ALIAS_CREDIT = 0.1
+OVERLAP_CREDIT = 0.7  # share of the point's own content words, in an asserted clause
+HEDGE_FACTOR = 0.4
+SALAD_FACTOR = 0.2
+POINT_CHARS = 30
+NEGATION_BACK_REACH = 6  # characters before a negation cue that belong to the denied claim
+_CONTENT = re.compile(r"[a-z0-9\u4e00-\u9fff]")
+_PIECE_SPLIT = re.compile(r"[、;；/|·・]+")
+_SPACED = re.compile(r"\s+")
+_MATH = re.compile(r"[=∝≈≤≥<>→∑∇]|->|\d\s*[-+*/^]\s*\d")
+_GLUE = re.compile(
+    r"是|的|了|在|把|被|会|让|使|就|因为|所以|如果|导致|表示|意味|等于|通过|用来|用于|作为|来|而|则|即|时|"
+    r"\b(is|are|was|be|because|so|means|if|when|then|which|that|makes|gives|keeps|uses?|by|to|of|with)\b"
+)
+_FILLER = re.compile(
+    r"非常重要|非常关键|非常核心|十分重要|至关重要|再强调|再说一遍|重复一下|总之就是|总而言之|众所周知|"
+    r"毫无疑问|我想强调|it is very important|to reiterate|as i said|needless to say|let me repeat|"
+    r"once again|it cannot be overstated|extremely important"
+)
+
+
+@dataclass
+class SentenceReading:
+    segment: Segment
+    norm: str
+    asserted_text: str  # the sentence with denied, reported and asked spans cut out
+    hedged: bool
+    salad: bool
+    injection: bool
+    repeated: bool
+    framed_wrong: bool  # under "以下说法都是错的" or before "以上都是错的"
+
+
+@dataclass
+class PointReading:
+    point: KeyPoint
+    credit: float = 0.0
+    evidence: str | None = None
+    contradicted_by: str | None = None  # verbatim sentence
+    contradiction: str | None = None
+    denied: bool = False  # its aliases appear only where the answer denies them
+
+
+@dataclass
+class WrongClaim:
+    id: str
+    text: str
+    correction: str
+    evidence: str
+
+
+@dataclass
+class AnswerReading:
+    sentences: list[SentenceReading]
+    points: list[PointReading]
+    wrong: list[WrongClaim]
+    signals: dict[str, float] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+
+
+@lru_cache(maxsize=8192)
+def _content_words(text: str) -> frozenset[str]:
+    return frozenset(
+        t for t in tokenize(normal_form(text)) if t not in GENERIC_TERMS and _CONTENT.search(t)
+    )
+
+
+def _denied_spans(text: str) -> list[tuple[int, int]]:
+    """Spans a negation cue denies and spans a report cue marks as someone else's belief.
+
+    A negation denies the proposition around it, not only what follows: in "β 大不会更保守" the
+    subject "β 大" is part of the denied claim. The span runs from a few characters before the cue
+    (within its clause) to a contrast ("而是", "but"), the clause end or the cue's reach."""
+    spans = []
+    for cue in _NEGATION.finditer(text):
+        clause_start = 0
+        for b in _CLAUSE_BREAK.finditer(text, 0, cue.start()):
+            clause_start = b.end()
+        start = max(clause_start, cue.start() - NEGATION_BACK_REACH)
+        while start > clause_start and text[start - 1].isascii() and text[start - 1].isalnum():
+            start -= 1  # do not split a Latin word
+        clause_end = _CLAUSE_BREAK.search(text, cue.end())
+        end = clause_end.start() if clause_end else len(text)
+        contrast = _CONTRAST.search(text, cue.end(), end)
+        if contrast:
+            end = contrast.start()
+        reach = NEGATION_REACH_LATIN if text[cue.end() : end].isascii() else NEGATION_REACH_CJK
+        stop = min(end, cue.end() + reach)
+        while stop < end and text[stop].isascii() and text[stop].isalnum():
+            stop += 1
+        spans.append((start, stop))
+    for cue in _REPORT.finditer(text):
+        contrast = _CONTRAST.search(text, cue.end())
+        spans.append((cue.start(), contrast.start() if contrast else len(text)))
+    return spans
+
+
+def _cut(text: str, spans: list[tuple[int, int]]) -> str:
+    if not spans:
+        return text
+    keep = [True] * len(text)
+    for a, b in spans:
+        for i in range(a, min(b, len(text))):
+            keep[i] = False
+    # A cut leaves a separator so words on either side are not glued into a new term.
+    return "".join(c if k else "|" for c, k in zip(text, keep, strict=True))
+
+
+def _term_chars(text: str, terms: tuple[str, ...]) -> int:
+    covered = [False] * len(text)
+    for term in terms:
+        pattern = phrase_pattern(term, False)
+        if pattern is None:
+            continue
+        for m in pattern.finditer(text):
+            for i in range(m.start(), m.end()):
+                covered[i] = True
+    return sum(1 for c, k in zip(text, covered, strict=True) if k and _CONTENT.match(c))
+
+
+_JOIN = re.compile(r"^[\s、,，/·&+]*(与|和|及|以及|或|或者|and|or)?[\s、,，/·&+]*$")
+
+
+def listed_share(norm: str, terms: tuple[str, ...]) -> float:
+    """Share of rubric-term occurrences that stand in a list (joined only by 、 / 和 / and / commas)
+    to another term: alias dumps and keyword salads list terms, explanations relate them."""
+    spans = sorted(
+        (m.start(), m.end())
+        for t in terms
+        if (pattern := phrase_pattern(t, False)) is not None
+        for m in pattern.finditer(norm)
+    )
+    merged: list[tuple[int, int]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(b, merged[-1][1]))
+        else:
+            merged.append((a, b))
+    if len(merged) < 3:
+        return 0.0
+    listed: set[int] = set()
+    for i in range(len(merged) - 1):
+        gap = norm[merged[i][1] : merged[i + 1][0]]
+        if len(gap) <= 4 and _JOIN.match(gap):
+            listed |= {i, i + 1}
+    return len(listed) / len(merged)
+
+
+def _is_salad(norm: str, terms: tuple[str, ...]) -> bool:
+    """Terms strung together without a statement, whatever separates them (、 · spaces, nothing)."""
+    content = len(_CONTENT.findall(norm))
+    if content < 4 or _MATH.search(norm):
+        return False  # a formula is a statement
+    glue = len(_GLUE.findall(norm))
+    density = _term_chars(norm, terms) / content
+    if (glue <= 1 and density >= 0.75) or (glue == 0 and content >= 12 and density >= 0.5):
+        return True
+    pieces = [p for p in _PIECE_SPLIT.split(norm) if _CONTENT.search(p)]
+    if len(pieces) < 5 and not re.search(r"[,，。:：]", norm):
+        pieces = [p for p in _SPACED.split(norm) if _CONTENT.search(p)]
+    if len(pieces) >= 5:
+        bare = sum(
+            1
+            for p in pieces
+            if len(_CONTENT.findall(p)) <= 8 and not _GLUE.search(p) and not re.search(r"[=<>]", p)
+        )
+        return bare / len(pieces) >= 0.7
+    return False
+
+
+class AnswerReader:
+    """Reads answers against one entry's rubric; the rubric's patterns are compiled once."""
+
+    def __init__(self, entry: QuestionEntry) -> None:
+        assert entry.rubric is not None
+        self.entry = entry
+        rubric = entry.rubric
+        self.points = rubric.key_points
+        self.weak = {kp.id: weak_aliases(entry, kp) for kp in rubric.key_points}
+        self.point_words = {
+            kp.id: (_content_words(kp.text), _content_words(kp.text_en)) for kp in rubric.key_points
+        }
+        terms = [a for kp in rubric.key_points for a in kp.aliases]
+        terms += [a for m in rubric.misconceptions for a in m.aliases]
+        self.list_terms = tuple(dict.fromkeys(terms))
+        terms += sorted(GENERIC_TERMS)
+        self.terms = tuple(dict.fromkeys(terms))
+        vocabulary = [entry.text, entry.text_en, rubric.reference_answer]
+        vocabulary += [s.text for s in entry.subquestions]
+        vocabulary += [kp.text for kp in rubric.key_points] + [
+            kp.text_en for kp in rubric.key_points
+        ]
+        vocabulary += terms
+        self.vocabulary = frozenset(w for v in vocabulary for w in _content_words(v))
+
+    # -- sentences -------------------------------------------------------------------------------
+    def _sentences(self, answer: str) -> list[SentenceReading]:
+        segments = split_segments(answer)
+        norms = [normal_form(s.text) for s in segments]
+        deny_from = next((i for i, n in enumerate(norms) if denies_following(n)), None)
+        deny_to = max((i for i, n in enumerate(norms) if denies_preceding(n)), default=None)
+        readings = []
+        seen: list[frozenset[str]] = []
+        for i, (seg, norm) in enumerate(zip(segments, norms, strict=True)):
+            framed = (deny_from is not None and i > deny_from) or (
+                deny_to is not None and i < deny_to
+            )
+            injection = code_has_injection(norm) if seg.code else is_injection(norm)
+            if seg.code or framed or injection:
+                asserted = "" if (framed or injection) else norm
+            elif is_question(norm):
+                asserted = ""
+            else:
+                asserted = _cut(norm, _denied_spans(norm))
+            words = _content_words(norm)
+            repeated = len(words) >= 4 and any(
+                len(words & w) / len(words | w) >= 0.75 for w in seen
+            )
+            seen.append(words)
+            readings.append(
+                SentenceReading(
+                    segment=seg,
+                    norm=norm,
+                    asserted_text=asserted,
+                    hedged=bool(_HEDGE.search(norm)) and not seg.code,
+                    salad=not seg.code and _is_salad(norm, self.terms),
+                    injection=injection,
+                    repeated=repeated,
+                    framed_wrong=framed,
+                )
+            )
+        return readings
+
+    # -- key points ------------------------------------------------------------------------------
+    def _credit(self, kp: KeyPoint, s: SentenceReading) -> tuple[float, bool]:
+        """Credit of one sentence for one point, and whether the point's aliases sit in a span
+        the sentence denies."""
+        text = s.asserted_text
+        weak = self.weak[kp.id]
+        strong_hits = weak_hits = 0
+        denied = False
+        for alias in kp.aliases:
+            pattern = phrase_pattern(alias, False)
+            if pattern is None:
+                continue
+            negates_itself = has_negation(normal_form(alias))
+            source = s.norm if negates_itself and not s.framed_wrong and not s.injection else text
+            if pattern.search(source):
+                if alias in weak:
+                    weak_hits += 1
+                else:
+                    strong_hits += 1
+            elif alias not in weak and pattern.search(s.norm):
+                denied = True
+        if not text and not strong_hits:
+            return 0.0, denied
+        words = set(tokenize(text)) if text else set()
+        zh, en = self.point_words[kp.id]
+        overlap = max(
+            len(zh & words) / len(zh) if zh else 0.0, len(en & words) / len(en) if en else 0.0
+        )
+        credit = (
+            ALIAS_CREDIT * min(strong_hits, 2)
+            + WEAK_ALIAS_CREDIT * min(weak_hits, 2)
+            + OVERLAP_CREDIT * overlap
+        )
+        if not strong_hits and overlap < 0.5:
+            credit = min(credit, 0.45)  # weak terms alone never cover a point
+        if s.hedged:
+            credit *= HEDGE_FACTOR
+        if s.salad:
+            credit *= SALAD_FACTOR
+        if s.repeated:
+            credit *= 0.5
+        return min(1.0, credit), denied
+
+    def read(self, answer: str) -> AnswerReading:
+        rubric = self.entry.rubric
+        assert rubric is not None
+        sentences = self._sentences(answer)
+        points = [PointReading(kp) for kp in self.points]
+        wrong: list[WrongClaim] = []
+        denied_any = {kp.id: False for kp in self.points}
+        for s in sentences:
+            if s.injection or s.framed_wrong or s.salad:
+                continue
+            for p in points:
+                if not p.point.contradictions or p.contradicted_by:
+                    continue
+                hits = [
+                    m
+                    for m in find_phrases(s.norm, p.point.contradictions, True)
+                    if m.stance in (Stance.asserted, Stance.hedged)
+                ]
+                if hits:
+                    p.contradicted_by, p.contradiction = s.segment.text, hits[0].phrase
+            for m in rubric.misconceptions:
+                if any(w.id == m.id for w in wrong) or not m.aliases:
+                    continue
+                if any(
+                    x.stance in (Stance.asserted, Stance.hedged)
+                    for x in find_phrases(s.norm, m.aliases, True)
+                ):
+                    wrong.append(WrongClaim(m.id, m.text, m.correction, s.segment.text))
+        for s in sentences:
+            contradicts = {p.point.id for p in points if p.contradicted_by == s.segment.text}
+            sentence_credits = []
+            for p in points:
+                credit, denied = self._credit(p.point, s)
+                denied_any[p.point.id] |= denied
+                if p.point.id in contradicts or any(w.evidence == s.segment.text for w in wrong):
+                    credit = min(credit, 0.2)  # a wrong sentence is no evidence for a right point
+                sentence_credits.append(credit)
+            # One sentence states about one point per POINT_CHARS characters: a sentence that
+            # "covers" many more is naming terms, not explaining them.
+            budget = 1 + len(_CONTENT.findall(s.norm)) / POINT_CHARS
+            named = sum(c >= 0.5 for c in sentence_credits)
+            scale = min(1.0, budget / named) if named else 1.0
+            for p, credit in zip(points, sentence_credits, strict=True):
+                if credit * scale > p.credit:
+                    p.credit, p.evidence = credit * scale, s.segment.text
+        for p in points:
+            if p.contradicted_by:
+                p.credit = min(p.credit, 0.3)
+                wrong.append(
+                    WrongClaim(
+                        f"contradicts:{p.point.id}",
+                        p.contradiction or "",
+                        p.point.text,
+                        p.contradicted_by,
+                    )
+                )
+            p.denied = denied_any[p.point.id] and p.credit < 0.3
+        reading = AnswerReading(sentences, points, wrong)
+        reading.signals, reading.flags = self._signals(answer, reading)
+        return reading
+
+    # -- answer-level signals --------------------------------------------------------------------
+    def _signals(self, answer: str, r: AnswerReading) -> tuple[dict[str, float], list[str]]:
+        weights = sum(p.point.weight for p in r.points) or 1.0
+        chars = [max(1, len(_CONTENT.findall(s.norm))) for s in r.sentences]
+        total = sum(chars) or 1
+
+        def share(pred) -> float:
+            return sum(c for c, s in zip(chars, r.sentences, strict=True) if pred(s)) / total
+
+        words = [w for s in r.sentences for w in tokenize(s.norm)]
+        relevance = sum(w in self.vocabulary for w in words) / len(words) if words else 0.0
+        fragments = sum(1 for c in chars if c <= 6)
+        prose = " 。 ".join(s.norm for s in r.sentences if not s.segment.code)
+        signals = {
+            "coverage": sum(p.point.weight * p.credit for p in r.points) / weights,
+            "covered_share": sum(p.point.weight for p in r.points if p.credit >= 0.5) / weights,
+            "wrong_claims": float(len(r.wrong)),
+            "denied_share": sum(p.point.weight for p in r.points if p.denied) / weights,
+            "salad_share": max(
+                share(lambda s: s.salad),
+                fragments / len(chars) if len(chars) >= 4 else 0.0,
+            ),
+            "repetition_share": share(lambda s: s.repeated),
+            "hedge_share": share(lambda s: s.hedged),
+            "framed_share": share(lambda s: s.framed_wrong),
+            "question_share": share(lambda s: is_question(s.norm)),
+            "injection": float(any(s.injection for s in r.sentences)),
+            "relevance": relevance,
+            "fillers": float(len(_FILLER.findall(normal_form(answer)))),
+            "listed_share": listed_share(prose, self.list_terms),
+            "length": float(total),
+        }
+        flags = []
+        if signals["injection"]:
+            flags.append("injection")
+        if signals["salad_share"] >= 0.5:
+            flags.append("keyword_list")
+        if signals["repetition_share"] >= 0.3 or signals["fillers"] >= 3:
+            flags.append("repetition")
+        if signals["relevance"] < 0.25 and signals["coverage"] < 0.1:
+            flags.append("off_topic")
+        if signals["hedge_share"] >= 0.3:
+            flags.append("hedged")
+        if signals["framed_share"] >= 0.5 or signals["denied_share"] >= 0.5:
+            flags.append("denied")
+        return signals, flags

@@ -221,26 +221,30 @@ class LlmGrader:
         rubric = entry.rubric
         assert rubric is not None
         by_id = {str(item.get("id")): item for item in data["key_points"] if isinstance(item, dict)}
+        claimed = {
+            kp.id: str(by_id[kp.id].get("evidence") or "")
+            for kp in rubric.key_points
+            if kp.id in by_id and by_id[kp.id].get("covered") is True
+        }
+        # The same span claimed for many points is a dodge (e.g. answer[:12] for every point):
+        # counted over all claims, so the one point it happens to fit is not credited either.
+        uses = Counter(normalise(q) for q in claimed.values())
         claims: dict[str, str] = {}
         rejected: list[str] = []
         for kp in rubric.key_points:
-            item = by_id.get(kp.id, {})
-            if item.get("covered") is not True:
+            if kp.id not in claimed:
                 continue
-            quote = str(item.get("evidence") or "")
+            quote = claimed[kp.id]
             if not _quote_in_answer(quote, answer):
                 rejected.append("unverified_evidence")  # not in the answer at all
+            elif uses[normalise(quote)] > MAX_POINTS_PER_QUOTE:
+                rejected.append("reused_evidence")
             elif quote_units(quote) < MIN_QUOTE_UNITS:
                 rejected.append("short_evidence")
             elif not supports(quote, kp):
                 rejected.append("unsupported_evidence")
             else:
                 claims[kp.id] = quote
-        uses = Counter(normalise(q) for q in claims.values())
-        reused = {q for q, n in uses.items() if n > MAX_POINTS_PER_QUOTE}
-        if reused:
-            rejected.append("reused_evidence")
-            claims = {k: q for k, q in claims.items() if normalise(q) not in reused}
         return claims, list(dict.fromkeys(rejected))
 
     def _to_grade(self, entry: QuestionEntry, answer: str, data: dict) -> Grade:

@@ -28,11 +28,16 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def summary(name: str, ms: list[float], target_p95: float) -> str:
+def summary(name: str, ms: list[float], target_p95: float | None) -> str:
     p50, p95 = percentile(ms, 50), percentile(ms, 95)
-    return (
+    line = (
         f"{name}: n={len(ms)} p50={p50:.1f} ms p95={p95:.1f} ms mean={statistics.mean(ms):.1f} ms "
-        f"max={max(ms):.1f} ms | target p95 <= {target_p95:.0f} ms: "
+        f"max={max(ms):.1f} ms"
+    )
+    if target_p95 is None:
+        return line
+    return (
+        f"{line} | target p95 <= {target_p95:.0f} ms: "
         f"{'PASS' if p95 <= target_p95 else 'FAIL'} (p95/target = {p95 / target_p95:.2f})"
     )
 

@@ -102,7 +102,7 @@ def phrase_pattern(phrase: str, loose: bool) -> re.Pattern[str] | None:
         if re.match(r"[a-z0-9]", word[0]):
             body = r"(?<![a-z0-9])" + body
         if re.match(r"[a-z0-9]", word[-1]):
-            body = body + r"(?![a-z0-9])"
+            body = body + r"(?![a-z0-9]|\.\d)"  # "λ=0" is not "λ=0.95"
         parts.append(body)
     return re.compile(gap.join(parts))
 
@@ -164,7 +164,15 @@ def find_phrases(text: str, phrases: list[str] | tuple[str, ...], loose: bool) -
         negates_itself = has_negation(normal_form(phrase))
         first: Match | None = None
         for m in pattern.finditer(text):
-            match = Match(phrase, m.start(), m.end(), stance_at(text, m.start(), negates_itself))
+            stance = stance_at(text, m.start(), negates_itself)
+            if (
+                stance is Stance.asserted
+                and loose
+                and not negates_itself
+                and _NEGATION.search(text, m.start(), m.end())
+            ):
+                stance = Stance.denied  # "X 不需要 Y" does not assert "X 需要 Y"
+            match = Match(phrase, m.start(), m.end(), stance)
             if first is None:
                 first = match
             if match.stance is Stance.asserted:

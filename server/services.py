@@ -74,7 +74,7 @@ class Services:
 
     @cached_property
     def grading(self) -> GradingService:
-        return GradingService(self.settings, self.embedder, self.searcher.rank_of, self.code_grader)
+        return GradingService(self.settings, self.code_grader)
 
     @cached_property
     def database(self) -> Database:

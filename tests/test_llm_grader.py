@@ -33,7 +33,7 @@ def llm():
 
 
 @pytest.fixture(scope="module")
-def service(llm, embedder) -> GradingService:
+def service(llm) -> GradingService:
     settings = Settings(
         llm_model="openai/scripted-grader",
         llm_api_base=llm.base_url,
@@ -41,7 +41,7 @@ def service(llm, embedder) -> GradingService:
         llm_timeout_seconds=2,
         llm_max_retries=1,
     )
-    return GradingService(settings, embedder)
+    return GradingService(settings)
 
 
 def reply(**overrides) -> str:

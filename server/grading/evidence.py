@@ -215,7 +215,16 @@ class AnswerReader:
         self.entry = entry
         rubric = entry.rubric
         self.points = rubric.key_points
-        self.weak = {kp.id: weak_aliases(entry, kp) for kp in rubric.key_points}
+        # Per point, each alias's pattern, whether it carries its own negation, and whether it is
+        # weak (cannot cover the point alone): compiled once per entry, not per sentence.
+        self.alias_checks: dict[str, list[tuple[re.Pattern[str], bool, bool]]] = {}
+        for kp in rubric.key_points:
+            weak = weak_aliases(entry, kp)
+            self.alias_checks[kp.id] = [
+                (pattern, has_negation(normal_form(alias)), alias in weak)
+                for alias in kp.aliases
+                if (pattern := phrase_pattern(alias, False)) is not None
+            ]
         self.point_words = {
             kp.id: (_content_words(kp.text), _content_words(kp.text_en)) for kp in rubric.key_points
         }
@@ -275,21 +284,16 @@ class AnswerReader:
         """Credit of one sentence for one point, and whether the point's aliases sit in a span
         the sentence denies."""
         text = s.asserted_text
-        weak = self.weak[kp.id]
         strong_hits = weak_hits = 0
         denied = False
-        for alias in kp.aliases:
-            pattern = phrase_pattern(alias, False)
-            if pattern is None:
-                continue
-            negates_itself = has_negation(normal_form(alias))
+        for pattern, negates_itself, weak in self.alias_checks[kp.id]:
             source = s.norm if negates_itself and not s.framed_wrong and not s.injection else text
             if pattern.search(source):
-                if alias in weak:
+                if weak:
                     weak_hits += 1
                 else:
                     strong_hits += 1
-            elif alias not in weak and pattern.search(s.norm):
+            elif not weak and pattern.search(s.norm):
                 denied = True
         if not text and not strong_hits:
             return 0.0, denied

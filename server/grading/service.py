@@ -12,7 +12,6 @@ from server.grading.feedback import write_feedback
 from server.grading.llm_grader import LlmGrader, LlmGradingError
 from server.grading.models import Grade, GraderChoice
 from server.grading.rubric_grader import RubricGrader
-from server.retrieval.embedder import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -25,12 +24,9 @@ class GradingService:
     def __init__(
         self,
         settings: Settings,
-        embedder: Embedder,
-        relevance: object | None = None,
         code: CodeGrader | None = None,
     ) -> None:
-        # The rubric grader v2 is lexical and reads the whole answer: it needs neither the embedder
-        # nor search ranks (kept in the signature for callers; see docs/grading.md).
+        # The rubric grader is lexical and reads the whole answer: no embedder, no search index.
         self.rubric = RubricGrader()
         self.llm = LlmGrader(settings) if settings.llm_configured else None
         self.code = code

@@ -141,16 +141,6 @@ class QuestionSearcher:
                 break
         return hits
 
-    def rank_of(self, entry_id: str, text: str, vector, depth: int = 30) -> int | None:
-        """Where an entry ranks when `text` (with its precomputed dense `vector`) is the query:
-        how the grader tells an answer about this question from an answer about another one."""
-        dense = self._entry_ranking(self._store.query_vector(vector, CANDIDATES))
-        fused = self._fuse([self._entry_ranking(self._bm25_ranking(text)), dense])
-        for rank, (eid, _, _) in enumerate(fused[:depth], start=1):
-            if eid == entry_id:
-                return rank
-        return None
-
     def _fuse(self, rankings: list[list[tuple[str, str, float]]]) -> list[tuple[str, str, float]]:
         """rankings = [bm25, dense]; weighted reciprocal rank fusion."""
         scores: dict[str, float] = {}

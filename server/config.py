@@ -131,6 +131,11 @@ class Settings(BaseSettings):
     llm_max_tokens: int = Field(default=2048, ge=64)
     llm_max_reply_chars: int = Field(default=100_000, ge=1000)
     llm_feedback_max_chars: int = Field(default=4000, ge=100)
+    # The LLM interviewer (server/interview/llm_interviewer.py) phrases probes, transitions and
+    # clarifications; past this deadline, or on any failure, the template line is used.
+    llm_interviewer: bool = True  # with an LLM configured; False keeps template lines
+    llm_interviewer_timeout_seconds: float = Field(default=15.0, gt=0)
+    llm_interviewer_max_chars: int = Field(default=400, ge=80)
 
     # SQLite: how long a write waits for another writer's lock before the request gets 503.
     db_busy_timeout_seconds: float = Field(default=5.0, gt=0)

@@ -109,3 +109,19 @@ class ReviewCard(Base):
     last_score: Mapped[float] = mapped_column()
     reviews: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ChatExchange(Base):
+    """One request/reply of the OpenAI-compatible chat endpoint, kept so that a client resending
+    the same history gets the same reply instead of a second grading (server/interview/chat.py)."""
+
+    __tablename__ = "chat_exchanges"
+    __table_args__ = (UniqueConstraint("session_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("interview_sessions.id"), index=True)
+    seq: Mapped[int] = mapped_column(Integer)  # 0 = the message that started the session
+    user_text: Mapped[str] = mapped_column(Text)
+    reply: Mapped[str] = mapped_column(Text)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

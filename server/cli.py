@@ -356,14 +356,16 @@ def corpus_validate() -> None:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
     parsed = [p for f in sorted(settings.raw_dir.glob("*.txt")) for p in parse_file(f)]
+    from server.corpus.content_rules import content_problems
     from server.corpus.hygiene import hygiene_problems
 
     problems = check_against_source(bank, parsed)
     problems += [p for entry in bank for p in hygiene_problems(entry)]
+    problems += [p for entry in bank for p in content_problems(entry)]
     for p in problems:
         console.print(f"[red]{p}[/red]")
     console.print(
-        f"{len(bank)} entries, {len(problems)} problem(s) (source, schema, alias hygiene)."
+        f"{len(bank)} entries, {len(problems)} problem(s) (source, schema, alias hygiene, content rules)."
     )
     if problems:
         raise typer.Exit(1)

@@ -7,6 +7,7 @@ The grader and `sparring corpus validate` share these rules."""
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,6 +24,13 @@ GENERIC_TERMS = frozenset(
         "稳定 稳定性 stability stable 提升 improve 性能 performance 简单 simple 重要 important"
     ).split()
 )
+# Words that name a whole topic or a bare relation rather than a point: "ratio" is in every PPO
+# answer, "上界" in any bound, "MoE" in any scaling remark, "不一定" in any hedge.
+OVERBROAD_TERMS = frozenset(
+    t.lower() for t in "sigmoid ratio 成对 上界 前提 不一定 两处 moe 局部 全局".split()
+)
+# A bare number (0.2, 1e-6, 4096, 0.28) is a value, not the statement of what it is the value of.
+BARE_NUMBER = re.compile(r"^[<>≈~≤≥=]?[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?%?$")
 MIN_STRONG_ALIASES = 2
 
 
@@ -35,7 +43,9 @@ def fold(text: str) -> str:
 class AliasVerdict:
     alias: str
     weak: bool
-    reason: str | None = None  # in-question | in-misconception | generic | too-short
+    reason: str | None = (
+        None  # in-question | in-misconception | generic | too-short | bare-number | overbroad
+    )
 
 
 def _question_text(entry: QuestionEntry) -> str:
@@ -57,6 +67,10 @@ def judge_alias(alias: str, question: str, wrong: str) -> AliasVerdict:
         return AliasVerdict(alias, True, "too-short")
     if key in GENERIC_TERMS:
         return AliasVerdict(alias, True, "generic")
+    if BARE_NUMBER.match(key):
+        return AliasVerdict(alias, True, "bare-number")
+    if key in OVERBROAD_TERMS:
+        return AliasVerdict(alias, True, "overbroad")
     if key in question:
         return AliasVerdict(alias, True, "in-question")
     if key in wrong:

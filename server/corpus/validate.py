@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from server.corpus.bank import BankError, read_entry_file
+from server.corpus.content_rules import content_problems
 from server.corpus.hygiene import hygiene_problems
 from server.corpus.schema import QuestionEntry
 
@@ -26,6 +27,7 @@ def validate_files(paths: list[Path]) -> list[str]:
         if entry.rubric is None:
             problems.append(f"{path.name}: no rubric")
         problems += hygiene_problems(entry)
+        problems += content_problems(entry)
         if entry.id != path.stem:
             problems.append(f"{path.name}: id does not match file name")
         problems += [

@@ -128,7 +128,19 @@ class Settings(BaseSettings):
     # One overall deadline per LLM call (connect + every read), not a per-read timeout.
     llm_timeout_seconds: float = Field(default=30.0, gt=0)
     llm_max_retries: int = Field(default=1, ge=0)
+    # A cap on the reply: the grader asks for less, budgeted per rubric point (llm_protocol.py).
     llm_max_tokens: int = Field(default=2048, ge=64)
+    # One grade's whole LLM budget (every attempt); each call also stops at llm_timeout_seconds.
+    # Local CPU models need minutes: see docs/grading.md, "Running a local model".
+    llm_grade_deadline_seconds: float = Field(default=60.0, gt=0)
+    # The model's context in tokens; 0 = litellm's model info, else 8192. The prompt is sized to
+    # it (rubric trimmed before the answer is cut). Set it for local models (llama.cpp -c).
+    llm_context_tokens: int = Field(default=0, ge=0)
+    # auto = a JSON schema when litellm knows the model supports one; json_schema forces it (llama.cpp,
+    # vLLM, Ollama); json_object asks for any JSON; none = instructions only.
+    llm_response_format: str = Field(
+        default="auto", pattern="^(auto|json_schema|json_object|none)$"
+    )
     llm_max_reply_chars: int = Field(default=100_000, ge=1000)
     llm_feedback_max_chars: int = Field(default=4000, ge=100)
     # The LLM interviewer (server/interview/llm_interviewer.py) phrases probes, transitions and

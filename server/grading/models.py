@@ -51,3 +51,12 @@ class Grade(BaseModel):
     tests: list[TestResult] = Field(
         default_factory=list, description="Hidden tests run on the answer's code (coding questions)"
     )
+    fallback_reason: str | None = Field(
+        default=None,
+        description="Set when the LLM grader failed and the rubric grader answered instead "
+        "(grader 'rubric-fallback'): llm_timeout, llm_malformed, llm_provider_error, "
+        "llm_context_overflow or llm_reply_too_long",
+    )
+    fallback_detail: str | None = Field(
+        default=None, description="What went wrong with the LLM call, in a sentence"
+    )

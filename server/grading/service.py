@@ -8,12 +8,31 @@ from server.config import Settings
 from server.corpus.coding import CodingContract
 from server.corpus.schema import QuestionEntry
 from server.grading.code_grader import CodeGrader
-from server.grading.feedback import write_feedback
+from server.grading.feedback import FLAG_TEXT, write_feedback
 from server.grading.llm_grader import LlmGrader, LlmGradingError
+from server.grading.llm_protocol import answer_language
 from server.grading.models import Grade, GraderChoice
 from server.grading.rubric_grader import RubricGrader
 
 log = logging.getLogger(__name__)
+FALLBACK_GRADER = "rubric-fallback"
+# Why the LLM did not grade, said plainly above the fallback grade's feedback.
+FALLBACK_TEXT = {
+    "zh": {
+        "llm_timeout": "原因：模型在时限内没有给出完整回复。",
+        "llm_malformed": "原因：模型的回复无法解析为评分（修正重试后仍然不行）。",
+        "llm_provider_error": "原因：模型服务返回了错误或无法连接。",
+        "llm_context_overflow": "原因：题目评分标准和回答放不进模型的上下文长度。",
+        "llm_reply_too_long": "原因：模型的回复超出长度上限。",
+    },
+    "en": {
+        "llm_timeout": "Reason: the model gave no complete reply within the deadline.",
+        "llm_malformed": "Reason: the model's reply could not be read as a grade, even after a repair.",
+        "llm_provider_error": "Reason: the model service returned an error or could not be reached.",
+        "llm_context_overflow": "Reason: the rubric and the answer do not fit the model's context.",
+        "llm_reply_too_long": "Reason: the model's reply was over the length limit.",
+    },
+}
 
 
 class GraderUnavailable(ValueError):
@@ -28,7 +47,7 @@ class GradingService:
     ) -> None:
         # The rubric grader is lexical and reads the whole answer: no embedder, no search index.
         self.rubric = RubricGrader()
-        self.llm = LlmGrader(settings) if settings.llm_configured else None
+        self.llm = LlmGrader(settings, self.rubric) if settings.llm_configured else None
         self.code = code
 
     def coding_contract(self, entry_id: str) -> CodingContract | None:
@@ -68,17 +87,25 @@ class GradingService:
         if self.llm is None or choice == GraderChoice.rubric:
             return self.rubric.grade(entry, answer, language)
         try:
-            grade = self.llm.grade(entry, answer, language)
+            return self.llm.grade(entry, answer, language)
         except LlmGradingError as exc:
             log.warning("LLM grading failed for %s, using the rubric grader: %s", entry.id, exc)
-            grade = self.rubric.grade(entry, answer, language)
-            grade.flags.append("llm_fallback")
-            grade.feedback = write_feedback(
-                entry, grade.key_points, grade.misconceptions, grade.flags, language
-            )
-            return grade
+            return self._fallback(entry, answer, answer_language(answer, language), exc)
+
+    def _fallback(
+        self, entry: QuestionEntry, answer: str, language: str, exc: LlmGradingError
+    ) -> Grade:
+        """The rubric grader's grade, marked so that API, UI and eval can tell it apart."""
+        grade = self.rubric.grade(entry, answer, language)
+        grade.grader = FALLBACK_GRADER
+        grade.fallback_reason = exc.reason
+        grade.fallback_detail = exc.detail
+        grade.flags += ["llm_fallback", exc.reason]
+        texts = FLAG_TEXT["en" if language == "en" else "zh"]
+        why = FALLBACK_TEXT["en" if language == "en" else "zh"].get(exc.reason, "")
         structured = write_feedback(
             entry, grade.key_points, grade.misconceptions, grade.flags, language
         )
-        grade.feedback = f"{grade.feedback}\n\n{structured}".strip()
+        line = texts["llm_fallback"]
+        grade.feedback = structured.replace(line, f"{line}{why}", 1)
         return grade

@@ -8,7 +8,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Send
@@ -51,14 +51,21 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
-# SQLite messages that mean "the storage is unavailable for now", not "the request is wrong".
-_STORAGE_BUSY = ("locked", "busy")
+# SQLite and PostgreSQL messages that mean "the storage is unavailable for now", not "the request
+# is wrong". A deadlock or serialization failure aborts one transaction of two: it can be retried.
+_STORAGE_BUSY = ("locked", "busy", "deadlock detected", "could not serialize")
 _STORAGE_DOWN = ("readonly", "read-only", "unable to open", "disk i/o", "disk is full")
 
 
 def storage_unavailable(exc: DBAPIError) -> ApiError | None:
     """Classify a database error as 503 + Retry-After (lock held, read-only, disk), or None."""
     text = str(exc.orig or exc).lower()
+    if isinstance(exc, IntegrityError):
+        # Two processes raced for one unique row (a session's next turn, a review card): the loser
+        # rolled back whole, so a retry sees the winner's commit.
+        return busy(
+            409, "conflict", "a concurrent request changed this; nothing was saved, retry", 1
+        )
     if any(m in text for m in _STORAGE_BUSY):
         return busy(503, "storage_busy", "the database is busy; nothing was saved, retry", 2)
     if any(m in text for m in _STORAGE_DOWN) or exc.connection_invalidated:

@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.config import Settings
-from server.storage.models import Base
+from server.storage.migrate import upgrade_to_head
 
 log = logging.getLogger(__name__)
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
@@ -48,8 +48,16 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database)
 
 
+def database_url(raw: str) -> str:
+    """A plain `postgresql://` URL means psycopg 3 (the driver Sparring ships), not psycopg2."""
+    parsed = make_url(raw)
+    if parsed.drivername in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+    return raw
+
+
 def make_engine(settings: Settings) -> Engine:
-    url = settings.sqlalchemy_url
+    url = database_url(settings.sqlalchemy_url)
     if url.startswith("sqlite"):
         db_file = sqlite_file(url)
         if db_file is not None:
@@ -86,7 +94,7 @@ def make_engine(settings: Settings) -> Engine:
             max_overflow=20,
             pool_timeout=120,
         )
-    Base.metadata.create_all(engine)
+    upgrade_to_head(engine)
     return engine
 
 

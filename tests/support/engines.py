@@ -1,0 +1,77 @@
+"""Real database and vector engines for the scale-out tests: PostgreSQL from the `pgserver` wheel
+(a real server, on a Unix socket in a temp dir) and `chroma run` on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    """Start PostgreSQL in a fresh temp dir; yields a psycopg SQLAlchemy URL (Unix socket, no TCP
+    port); stops it and removes its files afterwards."""
+    import pgserver  # dev extra: a pip-installed PostgreSQL (initdb, postgres, pg_ctl)
+
+    # Its own dir under /tmp, not pytest's: as root, pgserver runs postgres as a `pgserver` user
+    # that must traverse every parent, and pytest keeps its tree private (0700).
+    base = Path(tempfile.mkdtemp(prefix="sparring-pg-"))
+    with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" under CI
+        warnings.simplefilter("ignore")
+        server = pgserver.get_server(str(base / "pgdata"), cleanup_mode="stop")
+    try:
+        yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+    finally:
+        server.cleanup()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def chroma_binary() -> str:
+    found = Path(sys.executable).with_name("chroma")
+    return str(found) if found.exists() else (shutil.which("chroma") or "chroma")
+
+
+@contextmanager
+def chroma_server(path: Path, port: int) -> Iterator[str]:
+    """`chroma run` (ships with chromadb) on 127.0.0.1:`port`; yields its URL."""
+    log = open(path.parent / f"chroma-{port}.log", "wb")  # noqa: SIM115 (closed below)
+    env = {**os.environ, "ANONYMIZED_TELEMETRY": "False"}
+    proc = subprocess.Popen(
+        [chroma_binary(), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"chroma run exited ({proc.returncode}); see {log.name}")
+            try:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("chroma run did not start")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -141,7 +141,9 @@ class InterviewEngine:
         )
 
     def load(self, db: Session, user: str, session_id: str) -> InterviewSession:
-        session = db.get(InterviewSession, session_id)
+        # The row lock (PostgreSQL; SQLite has one writer anyway) makes two requests for one
+        # session, from any two processes, take turns: the second sees the first's committed turn.
+        session = db.get(InterviewSession, session_id, with_for_update=True)
         if session is None or session.user != user:
             raise InterviewError(404, "not_found", f"session {session_id!r} does not exist")
         return session

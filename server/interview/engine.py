@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.corpus.bank import QuestionBank
@@ -32,7 +33,7 @@ from server.grading.models import (
 )
 from server.grading.scoring import analytic_score, score_from
 from server.grading.service import GradingService
-from server.interview import progress, selection
+from server.interview import labels, progress, selection
 from server.interview.phrasing import Phrasing
 from server.interview.schemas import (
     AnswerResponse,
@@ -110,10 +111,15 @@ class InterviewEngine:
                 422,
                 "no_questions",
                 "no question matches these filters (companies, topics, difficulty, types); "
-                "widen them and try again",
+                "widen them and try again" + self._available_hint(req),
             )
         created = now()
         timed = req.mode == Mode.interview
+        length = (
+            timedelta(seconds=req.duration_seconds)
+            if req.duration_seconds
+            else timedelta(minutes=req.duration_minutes)
+        )
         session = InterviewSession(
             id=session_id,
             user=user,
@@ -124,10 +130,10 @@ class InterviewEngine:
                 mode="json", include={"companies", "topics", "difficulty", "types"}
             ),
             num_questions=min(req.num_questions, len(order)),
-            duration_minutes=req.duration_minutes if timed else None,
+            duration_minutes=max(1, round(length.total_seconds() / 60)) if timed else None,
             plan=order,
             created_at=created,
-            deadline=created + timedelta(minutes=req.duration_minutes) if timed else None,
+            deadline=created + length if timed else None,
         )
         db.add(session)
         first = self._ask_from_plan(db, session, kind="question")
@@ -139,6 +145,21 @@ class InterviewEngine:
             deadline=session.deadline,
             question=self._asked_out(session, first),
         )
+
+    def _available_hint(self, req: SessionRequest) -> str:
+        """What the chosen companies do have, so an empty combination says where to go."""
+        if not req.companies:
+            return ""
+        only_companies = SessionRequest(companies=req.companies)
+        counts: dict[str, int] = {}
+        for e in self.bank:
+            if selection.matches(e, only_companies):
+                counts[e.topic] = counts.get(e.topic, 0) + 1
+        if not counts:
+            return f"; the bank has no question from {', '.join(req.companies)}"
+        top = sorted(counts.items(), key=lambda kv: -kv[1])[:8]
+        listed = ", ".join(f"{t} ({n})" for t, n in top)
+        return f"; for {', '.join(req.companies)} the bank has: {listed}"
 
     def load(self, db: Session, user: str, session_id: str) -> InterviewSession:
         # The row lock (PostgreSQL; SQLite has one writer anyway) makes two requests for one
@@ -159,6 +180,11 @@ class InterviewEngine:
                 "session_ended",
                 "this interview has ended; fetch its report or start a new one",
             )
+        if self.time_up(session):
+            # Past the deadline only an answer is taken (graded late); anything else sees the end.
+            raise InterviewError(
+                409, "time_up", "the interview's time is up; fetch its report or start a new one"
+            )
         current = self._current(session)
         if current is None:  # defensive: an active session always has an open question
             raise InterviewError(409, "no_open_question", "there is no open question")
@@ -168,15 +194,42 @@ class InterviewEngine:
 
     def answer(self, db: Session, user: str, session_id: str, text: str) -> AnswerResponse:
         session = self.load(db, user, session_id)
-        current = self._require_active(session)
-        entry = self._entry(current.entry_id)
         late = self.time_up(session)
+        current = self._require_active_or_late(session, late)
+        entry = self._entry(current.entry_id)
         grade = self.grading.grade(entry, text, GraderChoice(session.grader), session.language)
         self._add_turn(db, session, "candidate", "answer", text, current, grade=grade, late=late)
         merged = self._merge(entry, current, grade, session.language, late=late)
         current.answered_at = now()
         nxt = self._decide(db, session, current, entry, merged, late)
-        return AnswerResponse(grade=merged, next=nxt, late=late)
+        if nxt.kind == "probe":
+            # The reference answer would give the probe away: revealed once the question is finished.
+            merged = merged.model_copy(update={"reference_answer": ""})
+        return self._graded(session, current, merged, nxt, late)
+
+    def _require_active_or_late(self, session: InterviewSession, late: bool) -> AskedQuestion:
+        if not late:
+            return self._require_active(session)
+        if session.status == "ended" or self._current(session) is None:
+            return self._require_active(session)
+        return self._current(session)  # type: ignore[return-value]
+
+    def _graded(
+        self,
+        session: InterviewSession,
+        asked: AskedQuestion,
+        grade: Grade,
+        nxt: NextStep,
+        late: bool,
+    ) -> AnswerResponse:
+        number = labels.question_numbers(session)[asked.id]
+        return AnswerResponse(
+            grade=grade,
+            next=nxt,
+            late=late,
+            question_number=number,
+            labels=labels.question_label(number, asked.kind),
+        )
 
     def skip(self, db: Session, user: str, session_id: str) -> AnswerResponse:
         session = self.load(db, user, session_id)
@@ -189,7 +242,7 @@ class InterviewEngine:
         current.answered_at = now()
         self._say(db, session, "skip", current, {})
         nxt = self._next_question(db, session, current, entry, merged_score=0.0)
-        return AnswerResponse(grade=grade, next=nxt, late=self.time_up(session))
+        return self._graded(session, current, grade, nxt, self.time_up(session))
 
     def hint(self, db: Session, user: str, session_id: str) -> HintResponse:
         session = self.load(db, user, session_id)
@@ -243,6 +296,18 @@ class InterviewEngine:
         if session.status == "active" and self.time_up(session):
             self._finish(db, session, "time")
 
+    def close_expired(self, db: Session, user: str) -> None:
+        """End every running session of `user` whose deadline has passed (history, progress)."""
+        running = db.scalars(
+            select(InterviewSession).where(
+                InterviewSession.user == user,
+                InterviewSession.status == "active",
+                InterviewSession.deadline.is_not(None),
+            )
+        ).all()
+        for session in running:
+            self.close_if_time_up(db, session)
+
     # ---------- state ----------
 
     def state(self, db: Session, user: str, session_id: str) -> SessionState:
@@ -251,7 +316,9 @@ class InterviewEngine:
         remaining = max(0.0, (deadline - now()).total_seconds()) if deadline else None
         status = "ended" if session.status == "ended" or self.time_up(session) else "active"
         current = self._current(session) if status == "active" else None
-        numbers = {q.id: q.position for q in session.questions}
+        numbers = labels.question_numbers(session)
+        turn_labels = labels.turn_labels(session)
+        lang = "en" if session.language == "en" else "zh"
         return SessionState(
             id=session.id,
             mode=Mode(session.mode),
@@ -274,8 +341,10 @@ class InterviewEngine:
                     late=t.late,
                     created_at=aware(t.created_at),
                     score=(t.grade or {}).get("score") if t.grade else None,
+                    label=label[lang],
+                    labels=label,
                 )
-                for t in session.turns
+                for t, label in zip(session.turns, turn_labels, strict=True)
             ],
         )
 
@@ -479,8 +548,9 @@ class InterviewEngine:
     ) -> AskedQuestion:
         position = len(session.questions) + 1
         budget = None
-        if session.duration_minutes:
-            budget = int(session.duration_minutes * 60 / max(session.num_questions, 1))
+        deadline, created = aware(session.deadline), aware(session.created_at)
+        if deadline is not None and created is not None:
+            budget = int((deadline - created).total_seconds() / max(session.num_questions, 1))
         asked = AskedQuestion(
             session_id=session.id,
             position=position,

@@ -88,6 +88,10 @@ def user_progress(db: Session, bank: QuestionBank, user: str) -> Progress:
                 "created_at": aware(s.created_at).isoformat(),
                 "questions": len(scored),
                 "average": round(sum(q.score for q in scored) / len(scored), 1) if scored else None,
+                "ended_at": aware(s.ended_at).isoformat() if s.ended_at else None,
+                "end_reason": s.end_reason,
+                "language": s.language,
+                **_title(bank, s),
             }
         )
         for q in scored:
@@ -125,6 +129,15 @@ def user_progress(db: Session, bank: QuestionBank, user: str) -> Progress:
             )
         )
     return Progress(user=user, sessions=summaries, mastery=mastery, review_queue=queue)
+
+
+def _title(bank: QuestionBank, session: InterviewSession) -> dict[str, str]:
+    """The first question's text names a session for people (its id is for machines)."""
+    first = min(session.questions, key=lambda q: q.position, default=None)
+    entry = bank.get(first.entry_id) if first else None
+    if entry is None:
+        return {"title": "", "title_en": ""}
+    return {"title": entry.text, "title_en": entry.text_en}
 
 
 def scored_questions(session: InterviewSession) -> list[AskedQuestion]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from server.corpus.bank import QuestionBank
+from server.corpus.topic_names import TopicNames
 from server.interview.progress import scored_questions
 from server.interview.schemas import Mode, Report, ReportQuestion
 from server.storage.models import InterviewSession, aware
 
 
-def build_report(bank: QuestionBank, session: InterviewSession) -> Report:
+def build_report(
+    bank: QuestionBank, session: InterviewSession, names: TopicNames | None = None
+) -> Report:
     questions = []
     per_area: dict[str, list[float]] = {}
     for number, q in enumerate(scored_questions(session), start=1):
@@ -46,6 +49,9 @@ def build_report(bank: QuestionBank, session: InterviewSession) -> Report:
                 missed=missed,
                 misconceptions=result.get("misconceptions", []),
                 reference_answer=entry.rubric.reference_answer,
+                text_en=entry.text_en,
+                topic_en=names.topic(entry.topic, "en") if names else entry.topic,
+                tests=result.get("tests", []),
                 time_used_seconds=(answered - asked).total_seconds()
                 if asked and answered
                 else None,
@@ -65,43 +71,112 @@ def build_report(bank: QuestionBank, session: InterviewSession) -> Report:
         overall_score=overall,
         questions=questions,
         per_topic={a: round(sum(v) / len(v), 1) for a, v in sorted(per_area.items())},
+        language=session.language,
     )
 
 
-def report_markdown(report: Report) -> str:
+MD = {
+    "zh": {
+        "title": "# Sparring 面试报告 — {id}",
+        "mode": {"interview": "计时面试", "practice": "自由练习", "review": "弱项复习"},
+        "status": {"ended": "已结束", "active": "进行中"},
+        "reason": {
+            "time": "时间到",
+            "done": "题目答完",
+            "exhausted": "题库用尽",
+            "manual": "手动结束",
+        },
+        "line": "- 模式：{mode}；状态：{status}",
+        "overall": "- 总分：**{score} / 10**，共 {n} 题",
+        "per_topic": "## 各领域得分",
+        "table": "| 领域 | 平均分 |",
+        "questions": "## 逐题",
+        "meta": "得分 **{score}** · 评分器 {grader} · {qstatus} · 用时 {used} · 追问 {probes} · 提示 {hints}",
+        "qstatus": {"done": "已答", "skipped": "跳过", "unanswered": "未作答"},
+        "flags": " · 标记：",
+        "tests": "**隐藏测试：{passed}/{total} 通过**",
+        "reference": "参考答案",
+    },
+    "en": {
+        "title": "# Sparring interview report — {id}",
+        "mode": {"interview": "timed interview", "practice": "practice", "review": "review"},
+        "status": {"ended": "ended", "active": "running"},
+        "reason": {
+            "time": "time is up",
+            "done": "all questions asked",
+            "exhausted": "no questions left",
+            "manual": "ended by you",
+        },
+        "line": "- mode: {mode}; status: {status}",
+        "overall": "- overall score: **{score} / 10** over {n} question(s)",
+        "per_topic": "## Per area",
+        "table": "| area | average |",
+        "questions": "## Questions",
+        "meta": "score **{score}** · grader {grader} · {qstatus} · time {used} · follow-ups {probes}"
+        " · hints {hints}",
+        "qstatus": {"done": "answered", "skipped": "skipped", "unanswered": "not answered"},
+        "flags": " · flags: ",
+        "tests": "**Hidden tests: {passed}/{total} passed**",
+        "reference": "Reference answer",
+    },
+}
+
+
+def report_markdown(report: Report, names: TopicNames | None = None, language: str = "en") -> str:
+    """The report as Markdown in `language` (zh or en)."""
+    lang = "zh" if language == "zh" else "en"
+    w = MD[lang]
+    status = w["status"].get(report.status, report.status)
+    if report.end_reason:
+        status += f" ({w['reason'].get(report.end_reason, report.end_reason)})"
     lines = [
-        f"# Sparring interview report — {report.session_id}",
+        w["title"].format(id=report.session_id),
         "",
-        f"- mode: {report.mode.value}; status: {report.status}"
-        + (f" ({report.end_reason})" if report.end_reason else ""),
-        f"- overall score: **{report.overall_score} / 10** over {len(report.questions)} question(s)",
+        w["line"].format(mode=w["mode"].get(report.mode.value, report.mode.value), status=status),
+        w["overall"].format(score=report.overall_score, n=len(report.questions)),
         "",
-        "## Per topic",
+        w["per_topic"],
         "",
-        "| topic | average |",
+        w["table"],
         "|---|---|",
-        *[f"| {area} | {avg} |" for area, avg in report.per_topic.items()],
+        *[
+            f"| {names.area(area, lang) if names else area} | {avg} |"
+            for area, avg in report.per_topic.items()
+        ],
         "",
-        "## Questions",
+        w["questions"],
     ]
     for q in report.questions:
         used = f"{q.time_used_seconds:.0f}s" if q.time_used_seconds is not None else "—"
+        text = q.text_en if lang == "en" and q.text_en else q.text
         lines += [
             "",
-            f"### {q.number}. {q.text}",
+            f"### {q.number}. {text}",
             "",
-            f"score **{q.score}** · grader {q.grader or '—'} · {q.status} · time {used}"
-            f" · probes {q.probes} · hints {q.hints}"
-            + (f" · flags: {', '.join(q.flags)}" if q.flags else ""),
+            w["meta"].format(
+                score=q.score,
+                grader=q.grader or "—",
+                qstatus=w["qstatus"].get(q.status, q.status),
+                used=used,
+                probes=q.probes,
+                hints=q.hints,
+            )
+            + (w["flags"] + ", ".join(q.flags) if q.flags else ""),
             "",
         ]
         lines += [f"- ✓ {c['text']} — “{c.get('evidence') or ''}”" for c in q.covered]
         lines += [f"- ✗ {m['text']} — {m['probe']}" for m in q.missed]
         for m in q.misconceptions:
             lines.append(f"- ⚠ {m.get('text')} → {m.get('correction')}")
+        if q.tests:
+            passed = sum(bool(t.get("passed")) for t in q.tests)
+            lines += ["", w["tests"].format(passed=passed, total=len(q.tests)), ""]
+            for t in q.tests:
+                why = "" if t.get("passed") else f" — `{t.get('message', '')}`"
+                lines.append(f"- {'✓' if t.get('passed') else '✗'} {t.get('explain', '')}{why}")
         lines += [
             "",
-            "<details><summary>Reference answer</summary>",
+            f"<details><summary>{w['reference']}</summary>",
             "",
             q.reference_answer,
             "",

@@ -22,6 +22,8 @@ class Mode(StrEnum):
 class SessionRequest(BaseModel):
     mode: Mode = Mode.interview
     duration_minutes: int = Field(default=30, ge=1, le=240)
+    # Overrides duration_minutes when set: short timed sessions for demos and tests.
+    duration_seconds: int | None = Field(default=None, ge=1, le=240 * 60)
     num_questions: int = Field(default=5, ge=1, le=50)
     companies: list[str] = Field(default_factory=list, max_length=20)
     topics: list[str] = Field(default_factory=list, max_length=50)
@@ -67,9 +69,11 @@ class SessionCreated(BaseModel):
 
 
 class AnswerResponse(BaseModel):
-    grade: Grade
+    grade: Grade  # its reference_answer stays empty while a probe on the question is pending
     next: NextStep
     late: bool = False
+    question_number: int | None = None  # the question this grade belongs to
+    labels: dict[str, str] = Field(default_factory=dict)  # that question's label, zh and en
 
 
 class HintResponse(BaseModel):
@@ -87,6 +91,8 @@ class TurnOut(BaseModel):
     late: bool
     created_at: datetime
     score: float | None = None
+    label: str = ""  # e.g. "第 2 题 · 追问 1", in the session language
+    labels: dict[str, str] = Field(default_factory=dict)  # the label in zh and en
 
 
 class SessionState(BaseModel):
@@ -118,6 +124,9 @@ class ReportQuestion(BaseModel):
     missed: list[dict[str, Any]]
     misconceptions: list[dict[str, Any]]
     reference_answer: str
+    text_en: str = ""
+    topic_en: str = ""
+    tests: list[dict[str, Any]] = Field(default_factory=list)  # hidden tests run on the code
     time_used_seconds: float | None
     hints: int
     probes: int
@@ -134,6 +143,7 @@ class Report(BaseModel):
     overall_score: float
     questions: list[ReportQuestion]
     per_topic: dict[str, float]
+    language: str = "zh"
 
 
 class Mastery(BaseModel):

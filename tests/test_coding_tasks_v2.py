@@ -1,0 +1,108 @@
+"""The 手撕 tasks added for issue #13, graded for real: a right and a wrong answer per task go through
+`POST /api/grade` of the running app, and their code runs in the sandbox against the hidden tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from server.config import Settings
+
+# task id → (question it is attached to, right known answer, wrong known answer, key point it moves)
+CASES = {
+    "token-logprobs": (
+        "token-computation-ppo-grpo",
+        "correct-torch",
+        "no-shift",
+        "shared-logprob-ratio",
+    ),
+    "kl-estimators": (
+        "forward-vs-reverse-kl",
+        "correct-torch-autograd",
+        "k3-grad-taken-as-reverse-kl",
+        "estimator-gradient",
+    ),
+    "rloo-reinforce-pp": (
+        "agi-rl-reinforce-pp-transformer-encoder",
+        "correct-torch",
+        "reinforce-pp-per-group",
+        "reinforce-pp-core",
+    ),
+    "gspo-loss": (
+        "gspo-algorithm",
+        "correct-torch",
+        "grpo-token-level-ratio",
+        "objective-sequence-clip",
+    ),
+    "ppo-value-loss": (
+        "critic-model-role",
+        "correct-torch",
+        "clip-around-new-value",
+        "critic-training",
+    ),
+    "masked-entropy": (
+        "entropy-collapse",
+        "correct-torch-categorical",
+        "averaged-over-padding",
+        None,
+    ),
+    "agent-loss-mask": (
+        "agentic-rl-full-pipeline",
+        "correct-torch",
+        "includes-tool-tokens",
+        "obs-masking",
+    ),
+}
+
+
+def known_answers(task_id: str) -> dict[str, dict]:
+    path = Settings().coding_dir / f"{task_id}.yaml"
+    task = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return {k["name"]: k for k in task["known_answers"]}
+
+
+def answer_with(code: str) -> str:
+    return f"实现如下，先说清楚形状和 mask 的约定，再写代码：\n\n```python\n{code}```\n"
+
+
+def grade(client, qid: str, answer: str) -> dict:
+    r = client.post("/api/grade", json={"question_id": qid, "answer": answer, "grader": "rubric"})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_the_bank_has_at_least_fifteen_tasks(services):
+    ids = {t.task.id for t in services.coding_tasks.tasks}
+    assert set(CASES) <= ids
+    assert len(ids) >= 15
+
+
+@pytest.mark.parametrize("task_id", sorted(CASES))
+def test_right_code_passes_and_a_known_bug_fails_exactly_its_cases(alice, task_id):
+    qid, right_name, wrong_name, key_point = CASES[task_id]
+    answers = known_answers(task_id)
+    right = grade(alice, qid, answer_with(answers[right_name]["code"]))
+    wrong = grade(alice, qid, answer_with(answers[wrong_name]["code"]))
+
+    assert right["tests"] and all(t["passed"] for t in right["tests"]), right["tests"]
+    assert "code_error" not in right["flags"]
+    failed = {t["name"] for t in wrong["tests"] if not t["passed"]}
+    assert failed == set(answers[wrong_name]["fails"])
+    assert all(t["explain"] for t in wrong["tests"])  # each failed test says what it checks
+
+    if key_point is not None:
+        right_points = {kp["id"]: kp for kp in right["key_points"]}
+        wrong_points = {kp["id"]: kp for kp in wrong["key_points"]}
+        assert right_points[key_point]["covered"]
+        assert "def " in right_points[key_point]["evidence"]
+        assert not wrong_points[key_point]["covered"]  # the code shows the point is not there
+        assert wrong["score"] < right["score"]
+
+
+def test_contract_is_shown_for_a_concept_question_that_uses_a_new_task(alice):
+    detail = alice.get("/api/questions/agentic-rl-full-pipeline").json()
+    assert detail["coding"]["signature"] == "agent_loss(logp, advantages, roles)"
+    assert detail["coding"]["tests"] == 7
+    assert "reference" not in detail["coding"]

@@ -34,7 +34,15 @@ from server.grading.models import (
 from server.grading.scoring import analytic_score, score_from
 from server.grading.service import GradingService
 from server.interview import labels, progress, selection
-from server.interview.phrasing import Phrasing
+from server.interview.phrasing import (
+    ClarifyContext,
+    Line,
+    Phrasing,
+    PhrasingInfo,
+    ProbeContext,
+    TransitionContext,
+    secrets_of,
+)
 from server.interview.schemas import (
     AnswerResponse,
     AskedOut,
@@ -285,7 +293,34 @@ class InterviewEngine:
             kind="followup",
             question=self._asked_out(session, asked),
             prompt=self._last_prompt(session),
+            phrasing=self._opening_phrasing(asked),
         )
+
+    def clarify(self, db: Session, user: str, session_id: str, text: str) -> Line:
+        """The candidate asks about the question (scope, notation) instead of answering: the
+        interviewer answers without giving the answer away. Nothing is graded; the clock runs."""
+        session = self.load(db, user, session_id)
+        current = self._require_active(session)
+        entry = self._entry(current.entry_id)
+        on_question = [t for t in session.turns if t.question_id == current.id]
+        probe = None
+        last_said = next((t for t in reversed(on_question) if t.role == "interviewer"), None)
+        if last_said is not None and last_said.kind == "probe" and entry.rubric is not None:
+            kp = next((k for k in entry.rubric.key_points if k.id == last_said.key_point_id), None)
+            if kp is not None:
+                probe = kp.probe_en if session.language == "en" else kp.probe
+        self._add_turn(db, session, "candidate", "ask", text, current)
+        line = self.phrasing.clarify(
+            ClarifyContext(
+                language=session.language,
+                question=self._question_text(entry, session.language),
+                asked=text,
+                probe=probe,
+                secrets=secrets_of(entry),
+            )
+        )
+        self._add_turn(db, session, "interviewer", "clarify", line.text, current)
+        return line
 
     def end(self, db: Session, user: str, session_id: str) -> None:
         session = self.load(db, user, session_id)
@@ -452,9 +487,21 @@ class InterviewEngine:
             kp = missing[0]
             asked.probes = [*asked.probes, kp.id]
             probe = kp.probe_en if session.language == "en" else kp.probe
-            text = self.phrasing.say(session.language, "probe", probe=probe)
-            self._add_turn(db, session, "interviewer", "probe", text, asked, key_point_id=kp.id)
-            return NextStep(kind="probe", prompt=text, key_point_id=kp.id)
+            line = self.phrasing.probe(
+                ProbeContext(
+                    language=session.language,
+                    question=self._question_text(entry, session.language),
+                    answer=self._last_answer(session, asked),
+                    probe=probe,
+                    secrets=secrets_of(entry),
+                )
+            )
+            self._add_turn(
+                db, session, "interviewer", "probe", line.text, asked, key_point_id=kp.id
+            )
+            return NextStep(
+                kind="probe", prompt=line.text, key_point_id=kp.id, phrasing=line.phrasing
+            )
         asked.status = "done"
         return self._next_question(db, session, asked, entry, merged.score)
 
@@ -478,6 +525,7 @@ class InterviewEngine:
                     kind="followup",
                     question=self._asked_out(session, new),
                     prompt=self._last_prompt(session),
+                    phrasing=self._opening_phrasing(new),
                 )
         new = self._ask_from_plan(db, session, kind="question")
         if new is None:
@@ -486,7 +534,10 @@ class InterviewEngine:
                 return self._finish(db, session, "exhausted")
             new = self._ask(db, session, related, kind="followup")
         return NextStep(
-            kind=new.kind, question=self._asked_out(session, new), prompt=self._last_prompt(session)
+            kind=new.kind,
+            question=self._asked_out(session, new),
+            prompt=self._last_prompt(session),
+            phrasing=self._opening_phrasing(new),
         )
 
     def _counted(self, session: InterviewSession) -> int:
@@ -568,19 +619,52 @@ class InterviewEngine:
         key = (
             "followup" if kind == "followup" else ("first_question" if number == 1 else "question")
         )
-        self._say(
-            db,
-            session,
-            key,
-            asked,
-            {
-                "number": number,
-                "topic": entry.topic,
-                "text": self._question_text(entry, session.language),
-            },
-            kind=kind,
-        )
+        values = {
+            "number": number,
+            "topic": entry.topic,
+            "text": self._question_text(entry, session.language),
+        }
+        if key == "followup":
+            line = self.phrasing.transition(self._transition_context(session, entry, values))
+        else:
+            line = Line(text=self.phrasing.say(session.language, key, **values))
+        self._add_turn(db, session, "interviewer", kind, line.text, asked)
+        # Not a column: how this request worded the opening line, for the NextStep it returns.
+        asked.opening_phrasing = line.phrasing  # type: ignore[attr-defined]
         return asked
+
+    @staticmethod
+    def _opening_phrasing(asked: AskedQuestion) -> PhrasingInfo:
+        return getattr(asked, "opening_phrasing", None) or PhrasingInfo()
+
+    @staticmethod
+    def _last_answer(session: InterviewSession, asked: AskedQuestion) -> str:
+        answers = [
+            t.text
+            for t in session.turns
+            if t.question_id == asked.id and t.role == "candidate" and t.kind == "answer"
+        ]
+        return answers[-1] if answers else ""
+
+    def _transition_context(
+        self, session: InterviewSession, entry: QuestionEntry, values: dict
+    ) -> TransitionContext:
+        """Why the new question follows the one before it: the rubric edge, else retrieval."""
+        previous = session.questions[-2] if len(session.questions) >= 2 else None
+        before = self.bank.get(previous.entry_id) if previous is not None else None
+        relation = "retrieved"
+        if before is not None:
+            relation = next(
+                (e.relation.value for e in before.related if e.id == entry.id), "retrieved"
+            )
+        return TransitionContext(
+            language=session.language,
+            previous_question=Phrasing.question_text(before, session.language) if before else "",
+            answer=self._last_answer(session, previous) if previous is not None else "",
+            relation=relation,
+            values=values,
+            secrets=secrets_of(entry) + (secrets_of(before) if before else []),
+        )
 
     def _say(
         self,

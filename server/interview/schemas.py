@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from server.corpus.coding import CodingContract
 from server.corpus.schema import QuestionType
 from server.grading.models import Grade, GraderChoice
+from server.interview.phrasing import PhrasingInfo
 
 
 class Mode(StrEnum):
@@ -59,6 +60,8 @@ class NextStep(BaseModel):
     question: AskedOut | None = None
     prompt: str
     key_point_id: str | None = None
+    # How the prompt was worded (template or LLM) and, after an LLM failure, why the template.
+    phrasing: PhrasingInfo = Field(default_factory=PhrasingInfo)
 
 
 class SessionCreated(BaseModel):

@@ -16,7 +16,7 @@ import server.offline  # noqa: F401  (Gradio analytics off before gradio loads)
 from server.api.auth import FailedAttempts, TokenTable
 from server.api.errors import install_error_handlers
 from server.api.guard import GuardPolicy, RequestGuard
-from server.api.routes import grading, questions, sessions
+from server.api.routes import grading, openai_compat, questions, sessions
 from server.config import Settings, is_loopback, secure_env_file
 from server.services import Services
 from server.work_queue import WorkQueue
@@ -116,6 +116,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(questions.router)
     app.include_router(grading.router)
     app.include_router(sessions.router)
+    app.include_router(openai_compat.router)
     ui_mounted = False
     if settings.ui_enabled:
         import gradio as gr

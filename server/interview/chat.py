@@ -1,0 +1,377 @@
+"""A mock interview as a chat transcript: what the OpenAI-compatible endpoint runs.
+
+The first user message starts a session (mode, language, topics, companies, length are read from
+it and from the model name); every later user message is an answer or a command. Each reply ends
+with a marker line naming the session and the exchange number; a client that resends the whole
+history (or only its last few messages) is mapped back to its session through the latest marker,
+and an exchange already answered is replayed from storage, never graded twice."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.corpus.bank import QuestionBank
+from server.grading.models import Grade
+from server.interview.clarify import is_clarifying_question
+from server.interview.engine import InterviewEngine, InterviewError
+from server.interview.report import build_report
+from server.interview.schemas import AnswerResponse, Mode, NextStep, SessionRequest
+from server.storage.models import ChatExchange, InterviewSession, aware
+
+MODEL_PREFIX = "sparring"
+MARKER_RE = re.compile(r"\[sparring session=([0-9a-f]{32}) turn=(\d+)[^\]]*\]")
+COMMANDS = ("/hint", "/skip", "/followup", "/end", "/help", "/ask")
+_EN_WORDS_RE = re.compile(r"\b(english|in english)\b|英文|英语", re.IGNORECASE)
+_ZH_WORDS_RE = re.compile(r"\bchinese\b|中文", re.IGNORECASE)
+_PRACTICE_RE = re.compile(r"\bpractice\b|\buntimed\b|练习|不计时", re.IGNORECASE)
+_COUNT_RE = re.compile(r"(\d{1,2})\s*(?:道题|道|题|个问题|questions?)", re.IGNORECASE)
+_MINUTES_RE = re.compile(r"(\d{1,3})\s*(?:分钟|mins?\b|minutes?)", re.IGNORECASE)
+_SEED_RE = re.compile(r"\bseed\s*[=:]?\s*(\d{1,9})\b", re.IGNORECASE)
+_GRADER_RE = re.compile(r"\bgrader\s*[=:]\s*(rubric|llm|auto)\b", re.IGNORECASE)
+
+
+class ChatError(Exception):
+    """A request the chat protocol cannot serve; `status` and `code` go to the client as is."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+@dataclass(frozen=True)
+class ChatModel:
+    """A model name of /v1/models and the session defaults it stands for."""
+
+    id: str
+    mode: Mode = Mode.interview
+    language: str | None = None
+    area: str | None = None
+
+
+def model_catalogue(areas: list[str]) -> list[ChatModel]:
+    models = []
+    for mode in (Mode.interview, Mode.practice):
+        for lang in (None, "en"):
+            suffix = f"-{lang}" if lang else ""
+            models.append(ChatModel(f"{MODEL_PREFIX}-{mode.value}{suffix}", mode, lang))
+    models += [
+        ChatModel(f"{MODEL_PREFIX}-interview-{area}", Mode.interview, None, area) for area in areas
+    ]
+    return models
+
+
+def parse_model(name: str, areas: list[str]) -> ChatModel:
+    """`sparring-<interview|practice>[-zh|-en][-<area>]` in any order after the mode; plain
+    `sparring` is a timed interview. Anything else is not one of our models."""
+    parts = name.strip().lower().split("-")
+    if not parts or parts[0] != MODEL_PREFIX:
+        raise ChatError(
+            404, "model_not_found", f"unknown model {name!r}; GET /v1/models lists the models"
+        )
+    mode, language, area = Mode.interview, None, None
+    for part in parts[1:]:
+        if part in (Mode.interview.value, Mode.practice.value):
+            mode = Mode(part)
+        elif part in ("zh", "en"):
+            language = part
+        elif part in areas:
+            area = part
+        else:
+            raise ChatError(
+                404, "model_not_found", f"unknown model {name!r}; GET /v1/models lists the models"
+            )
+    return ChatModel(name, mode, language, area)
+
+
+def session_request(model: ChatModel, text: str, bank: QuestionBank) -> SessionRequest:
+    """Session settings from the opening message; the model name gives the defaults."""
+    language = model.language
+    if _EN_WORDS_RE.search(text):
+        language = "en"
+    elif _ZH_WORDS_RE.search(text):
+        language = "zh"
+    elif language is None:
+        has_cjk = re.search(r"[\u3400-\u9fff]", text) is not None
+        language = "en" if not has_cjk and re.search(r"[A-Za-z]{3}", text) else "zh"
+    mode = Mode.practice if _PRACTICE_RE.search(text) else model.mode
+    lowered = text.lower()
+    areas = {e.area.value for e in bank}
+    topics = {a for a in areas if re.search(rf"(?<![a-z]){re.escape(a)}(?![a-z])", lowered)}
+    topics |= {e.topic for e in bank if len(e.topic) >= 3 and e.topic.lower() in lowered}
+    # The most specific match wins: "GRPO优势基线" asks for that topic, not all of grpo.
+    topics = {t for t in topics if not any(t.lower() in o.lower() and t != o for o in topics)}
+    if model.area:
+        topics.add(model.area)
+    # Companies match by prefix ("字节" covers 字节跳动 and 字节Seed), as session filters do.
+    companies = sorted({c[:2] for e in bank for c in e.companies if c[:2] in text})
+    values: dict = {
+        "mode": mode,
+        "language": language,
+        "topics": sorted(topics),
+        "companies": companies,
+    }
+    if count := _COUNT_RE.search(text):
+        values["num_questions"] = max(1, min(50, int(count.group(1))))
+    if minutes := _MINUTES_RE.search(text):
+        values["duration_minutes"] = max(1, min(240, int(minutes.group(1))))
+    if seed := _SEED_RE.search(text):
+        values["seed"] = int(seed.group(1))
+    if grader := _GRADER_RE.search(text):
+        values["grader"] = grader.group(1).lower()
+    return SessionRequest(**values)
+
+
+def marker(session_id: str, seq: int, remaining: float | None, language: str) -> str:
+    clock = ""
+    if remaining is not None:
+        minutes, seconds = divmod(int(remaining), 60)
+        clock = f" · {'left' if language == 'en' else '剩余'} {minutes}:{seconds:02d}"
+    return f"[sparring session={session_id} turn={seq}{clock}]"
+
+
+def find_marker(messages: list[tuple[str, str]]) -> tuple[str, int, int] | None:
+    """(session id, exchange number, index of that assistant message) of the latest marker."""
+    for index in range(len(messages) - 1, -1, -1):
+        role, text = messages[index]
+        if role == "assistant":
+            found = MARKER_RE.findall(text)
+            if found:
+                sid, seq = found[-1]
+                return sid, int(seq), index
+    return None
+
+
+@dataclass
+class ChatReply:
+    text: str
+    session_id: str | None
+    seq: int | None
+    replayed: bool = False
+    meta: dict = field(default_factory=dict)
+
+
+HELP = {
+    "zh": (
+        "可用命令：/hint 要一个提示（该题得分上限降低），/skip 跳过本题，/followup 换一道相关追问题，"
+        "/end 结束面试并查看报告，/ask <问题> 向面试官澄清题意（计时继续）。其他消息都当作回答。"
+    ),
+    "en": (
+        "Commands: /hint for a hint (lowers this question's score cap), /skip to skip, /followup for "
+        "a related question now, /end to finish and see the report, /ask <question> to ask the "
+        "interviewer what the question means (the clock keeps running). Anything else is an answer."
+    ),
+}
+
+
+class ChatInterview:
+    """Runs one chat exchange on the engine; the caller commits `db` before replying."""
+
+    def __init__(self, engine: InterviewEngine, bank: QuestionBank) -> None:
+        self.engine = engine
+        self.bank = bank
+        self.areas = sorted({e.area.value for e in bank})
+
+    def exchange(
+        self, db: Session, user: str, model_name: str, messages: list[tuple[str, str]]
+    ) -> ChatReply:
+        model = parse_model(model_name, self.areas)
+        if not messages or messages[-1][0] != "user" or not messages[-1][1].strip():
+            raise ChatError(
+                400, "invalid_request", "the last message must be a non-empty user message"
+            )
+        found = find_marker(messages)
+        if found is None:
+            first = next(text for role, text in messages if role == "user")
+            if first.strip().lower() == "/help":
+                return ChatReply(HELP["zh"] + "\n\n" + HELP["en"], None, None)
+            return self._start(db, user, model, first)
+        session_id, seq, index = found
+        new = [text.strip() for role, text in messages[index + 1 :] if role == "user"]
+        text = "\n".join(t for t in new if t)
+        return self._continue(db, user, session_id, seq + 1, text)
+
+    # ---------- steps ----------
+
+    def _start(self, db: Session, user: str, model: ChatModel, text: str) -> ChatReply:
+        request = session_request(model, text, self.bank)
+        created = self.engine.start(db, user, request)
+        session = self.engine.load(db, user, created.id)
+        lang = request.language
+        intro = (
+            f"Mode: {request.mode.value}, {session.num_questions} questions"
+            if lang == "en"
+            else f"模式：{'计时面试' if request.mode == Mode.interview else '练习'}，"
+            f"共 {session.num_questions} 题"
+        )
+        if created.deadline is not None:
+            intro += (
+                f", {request.duration_minutes} minutes"
+                if lang == "en"
+                else f"，限时 {request.duration_minutes} 分钟"
+            )
+        if request.topics:
+            intro += (" · topics: " if lang == "en" else " · 方向：") + ", ".join(request.topics)
+        if request.companies:
+            intro += (" · companies: " if lang == "en" else " · 公司：") + ", ".join(
+                request.companies
+            )
+        body = f"{intro}\n{HELP[lang]}\n\n{created.question.prompt}"
+        return self._store(db, session, 0, text, body, {"kind": "start"})
+
+    def _continue(self, db: Session, user: str, session_id: str, seq: int, text: str) -> ChatReply:
+        session = self.engine.load(db, user, session_id)
+        done = db.scalar(
+            select(ChatExchange).where(
+                ChatExchange.session_id == session_id, ChatExchange.seq == seq
+            )
+        )
+        if done is not None:
+            if done.user_text.strip() != text:
+                raise ChatError(
+                    409,
+                    "conflict",
+                    "this interview has moved on: an earlier answer cannot be changed; "
+                    "continue from the latest message",
+                )
+            return ChatReply(done.reply, session_id, seq, replayed=True, meta=done.meta)
+        latest = db.scalar(
+            select(ChatExchange.seq)
+            .where(ChatExchange.session_id == session_id)
+            .order_by(ChatExchange.seq.desc())
+            .limit(1)
+        )
+        if latest is not None and seq != latest + 1:
+            raise ChatError(
+                409,
+                "conflict",
+                f"this message answers exchange {seq - 1}, but the interview is at exchange "
+                f"{latest}; continue from the latest message",
+            )
+        if not text:
+            raise ChatError(400, "invalid_request", "the last user message is empty")
+        body, meta = self._act(db, user, session, text)
+        return self._store(db, session, seq, text, body, meta)
+
+    def _act(
+        self, db: Session, user: str, session: InterviewSession, text: str
+    ) -> tuple[str, dict]:
+        lang = session.language
+        sid = session.id
+        if session.status == "ended":
+            return self._ended_text(session), {"kind": "ended"}
+        command, _, rest = text.partition(" ")
+        command = command.lower()
+        try:
+            if command == "/help":
+                return HELP[lang], {"kind": "help"}
+            if command == "/hint":
+                hint = self.engine.hint(db, user, sid)
+                cap = (
+                    f"(score cap {hint.score_cap:g})"
+                    if lang == "en"
+                    else f"（本题得分上限 {hint.score_cap:g}）"
+                )
+                return f"{hint.hint} {cap}", {"kind": "hint"}
+            if command == "/skip":
+                return self._after_answer(session, self.engine.skip(db, user, sid)), {
+                    "kind": "skip"
+                }
+            if command == "/followup":
+                return self._next_text(session, self.engine.followup(db, user, sid)), {
+                    "kind": "followup"
+                }
+            if command == "/end":
+                self.engine.end(db, user, sid)
+                return self._ended_text(session), {"kind": "end"}
+            if command == "/ask" or is_clarifying_question(text):
+                question = rest if command == "/ask" else text
+                reply = self.engine.clarify(db, user, sid, question or text)
+                return reply.text, {"kind": "clarify", "phrasing": reply.phrasing.model_dump()}
+            if command.startswith("/") and command not in COMMANDS:
+                return (
+                    f"Unknown command {command}. {HELP[lang]}"
+                    if lang == "en"
+                    else f"未知命令 {command}。{HELP[lang]}"
+                ), {"kind": "help"}
+            result = self.engine.answer(db, user, sid, text)
+            return self._after_answer(session, result), {
+                "kind": "answer",
+                "score": result.grade.score,
+                "next": result.next.kind,
+                "phrasing": result.next.phrasing.model_dump(),
+            }
+        except InterviewError as exc:
+            if exc.code in ("session_ended", "time_up"):
+                self.engine.close_if_time_up(db, session)
+                return self._ended_text(session), {"kind": "ended"}
+            if exc.code == "no_followup":
+                msg = (
+                    "No related question is left; keep answering the current one."
+                    if lang == "en"
+                    else "没有相关的追问题了，请继续回答当前问题。"
+                )
+                return msg, {"kind": "no_followup"}
+            raise
+
+    # ---------- rendering ----------
+
+    def _grade_text(self, grade: Grade, language: str, probing: bool) -> str:
+        en = language == "en"
+        covered = sum(kp.covered for kp in grade.key_points)
+        total = len(grade.key_points)
+        head = (
+            f"**Last answer: {grade.score:g}/10** ({covered}/{total} key points)"
+            if en
+            else f"**上一答得分：{grade.score:g}/10**（覆盖要点 {covered}/{total}）"
+        )
+        # While the question is still being probed the missed points stay hidden: naming them
+        # would hand over the answer to the probe that follows.
+        if probing or not grade.feedback:
+            return head
+        return f"{head}\n{grade.feedback}"
+
+    def _after_answer(self, session: InterviewSession, result: AnswerResponse) -> str:
+        probing = result.next.kind == "probe"
+        grade = self._grade_text(result.grade, session.language, probing)
+        return f"{grade}\n\n{self._next_text(session, result.next)}"
+
+    def _next_text(self, session: InterviewSession, step: NextStep) -> str:
+        if step.kind == "end":
+            return self._ended_text(session)
+        return step.prompt
+
+    def _ended_text(self, session: InterviewSession) -> str:
+        report = build_report(self.bank, session)
+        en = session.language == "en"
+        last = session.turns[-1].text if session.turns and session.turns[-1].kind == "end" else ""
+        lines = [last] if last else []
+        lines.append(
+            f"**Overall: {report.overall_score:g}/10**"
+            if en
+            else f"**总分：{report.overall_score:g}/10**"
+        )
+        for q in report.questions:
+            lines.append(f"- {q.number}. [{q.topic}] {q.score:g}/10 — {q.text[:60]}")
+        lines.append(
+            f"Full report: GET /api/sessions/{session.id}/report?format=md"
+            if en
+            else f"完整报告：GET /api/sessions/{session.id}/report?format=md"
+        )
+        return "\n".join(lines)
+
+    def _store(
+        self, db: Session, session: InterviewSession, seq: int, text: str, body: str, meta: dict
+    ) -> ChatReply:
+        deadline = aware(session.deadline)
+        remaining = None
+        if deadline is not None and session.status != "ended":
+            remaining = max(0.0, (deadline - datetime.now(UTC)).total_seconds())
+        reply = f"{body}\n\n{marker(session.id, seq, remaining, session.language)}"
+        db.add(ChatExchange(session_id=session.id, seq=seq, user_text=text, reply=reply, meta=meta))
+        db.flush()
+        return ChatReply(reply, session.id, seq, meta=meta)

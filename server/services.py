@@ -82,6 +82,13 @@ class Services:
 
     @cached_property
     def engine(self) -> InterviewEngine:
-        return InterviewEngine(
-            self.bank, self.grading, self.searcher, Phrasing(self.settings.prompts_dir)
-        )
+        return InterviewEngine(self.bank, self.grading, self.searcher, self.phrasing)
+
+    @cached_property
+    def phrasing(self) -> Phrasing:
+        """Template lines; with an LLM configured, the LLM interviewer (templates as fallback)."""
+        if self.settings.llm_configured and self.settings.llm_interviewer:
+            from server.interview.llm_interviewer import LlmInterviewer
+
+            return LlmInterviewer(self.settings)
+        return Phrasing(self.settings.prompts_dir)

@@ -240,6 +240,19 @@ def _grading_tables(title: str, cases, reports) -> None:
             console.print(f"  {escape(f)}")
 
 
+def _llm_outcomes_table(outcomes) -> None:
+    """How many grades the model gave, how many fell back and why (issue #18)."""
+    console.print(escape(outcomes.summary()))
+    table = Table("outcome", "grades", "first detail", title="LLM grading outcomes")
+    table.add_row("graded by the model", str(outcomes.by_model), "")
+    for reason, n in outcomes.fallbacks.most_common():
+        table.add_row(f"fallback: {reason}", str(n), escape(outcomes.details[reason][:100]))
+    table.add_row("no model call (empty answer)", str(outcomes.no_call), "")
+    for flag, n in outcomes.process.most_common():
+        table.add_row(f"model grade with {flag}", str(n), "")
+    console.print(table)
+
+
 @eval_app.command("grading")
 def eval_grading(
     dataset: Annotated[
@@ -258,6 +271,7 @@ def eval_grading(
     calibration; `all` grades every answer of the given files as the server would."""
     from server.evaluation.fit_grader import out_of_fold, signals_for
     from server.evaluation.grading import (
+        LlmOutcomes,
         evaluate_grader,
         length_baseline,
         load_datasets,
@@ -284,9 +298,12 @@ def eval_grading(
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
     choice = GraderChoice(grader)
+    outcomes = LlmOutcomes()
 
     def grade(case) -> float:
-        return svc.grading.grade(case.entry, case.answer, choice).score
+        result = svc.grading.grade(case.entry, case.answer, choice)
+        outcomes.add(result)
+        return result.score
 
     def baselines(subset):
         return [
@@ -309,6 +326,8 @@ def eval_grading(
                 title = "All answers" if split == "all" else "Held-out test split"
                 _grading_tables(title, subset, [main, *baselines(subset)])
                 console.print(f"Blank answers scored: {main.blank_scores}")
+                if grader == "llm":
+                    _llm_outcomes_table(outcomes)
     except GraderUnavailable as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +15,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
+from server.grading.models import Grade
 from server.retrieval.tokenize import tokenize
 
 ADVERSARIAL_DEFAULT_TARGET = {
@@ -184,3 +185,50 @@ def evaluate_grader(
     # Blank answers must score exactly 0, whatever the grader.
     result.blank_scores = [grade(GradingCase(c.q, "blank", 0, "   ", c.entry)) for c in cases[:3]]
     return result
+
+
+# Flags that say how an LLM grade was reached (repairs and trims), counted beside the fallbacks.
+LLM_PROCESS_FLAGS = (
+    "llm_ids_repaired",
+    "llm_rubric_trimmed",
+    "llm_answer_cut",
+    "unverified_evidence",
+    "unsupported_evidence",
+    "contradicted_evidence",
+    "reused_evidence",
+    "short_evidence",
+)
+
+
+@dataclass
+class LlmOutcomes:
+    """How the grades of an `--grader llm` run came about: by the model, or by the rubric grader
+    after a fallback (counted by reason), or with no model call at all (empty answers)."""
+
+    by_model: int = 0
+    no_call: int = 0
+    fallbacks: Counter[str] = field(default_factory=Counter)
+    process: Counter[str] = field(default_factory=Counter)
+    details: dict[str, str] = field(default_factory=dict)  # the first detail seen per reason
+
+    def add(self, grade: Grade) -> None:
+        if grade.fallback_reason:
+            self.fallbacks[grade.fallback_reason] += 1
+            self.details.setdefault(grade.fallback_reason, grade.fallback_detail or "")
+        elif grade.grader.startswith("llm"):
+            self.by_model += 1
+            self.process.update(f for f in grade.flags if f in LLM_PROCESS_FLAGS)
+        else:
+            self.no_call += 1
+
+    @property
+    def total(self) -> int:
+        return self.by_model + self.no_call + sum(self.fallbacks.values())
+
+    def summary(self) -> str:
+        fell = sum(self.fallbacks.values())
+        reasons = ", ".join(f"{r} {n}" for r, n in self.fallbacks.most_common()) or "none"
+        return (
+            f"LLM grades: {self.total} graded; by the model {self.by_model}, "
+            f"fell back to the rubric grader {fell} ({reasons}), no model call {self.no_call}"
+        )

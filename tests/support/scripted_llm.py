@@ -18,11 +18,22 @@ class ScriptedLLM:
     | ("trickle", seconds_per_byte, text): headers at once, then the body one byte at a time
     | ("quote", n): every rubric key point "covered", its evidence the answer's first n characters
     | ("obey", feedback): every key point "covered" with a real sentence of the answer (a model that
-      followed an injected instruction), plus the given feedback."""
+      followed an injected instruction), plus the given feedback
+    | ("compute", fn): the reply text is fn(request body)
+    | ("budget", text): honours the request's max_tokens like a model server: the text is cut at
+      that many tokens (scripted_tokens) with finish_reason "length"; without max_tokens, all of it
+    | ("context", n_tokens, text): a model with an n-token context: a prompt whose scripted_tokens
+      plus max_tokens exceed it gets llama.cpp's 400 error, else the text (or fn(request body)).
 
-    def __init__(self) -> None:
+    serial=True serves one request at a time, like a single-slot llama.cpp server: a request the
+    client abandoned blocks the next one until its connection is seen closed. `dropped` counts
+    replies whose connection the client closed before they were complete."""
+
+    def __init__(self, serial: bool = False) -> None:
         self.steps: deque[tuple[Any, ...]] = deque()
         self.requests: list[dict] = []
+        self.dropped = 0
+        self._slot = threading.Lock() if serial else None
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -56,6 +67,13 @@ class ScriptedLLM:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.requests.append(body)
                 step = outer.steps.popleft() if outer.steps else ("status", 500)
+                if outer._slot is None:
+                    self._serve(step, body)
+                    return
+                with outer._slot:
+                    self._serve(step, body)
+
+            def _serve(self, step: tuple[Any, ...], body: dict) -> None:
                 if step[0] == "status":
                     self._send(step[1], {"error": {"message": "scripted failure"}})
                     return
@@ -71,6 +89,26 @@ class ScriptedLLM:
                 elif step[0] == "obey":
                     text = quoting_reply(body, lambda answer, i: sentences(answer)[i % 3])
                     text = json.dumps({**json.loads(text), "feedback": step[1]})
+                elif step[0] == "compute":
+                    text = step[1](body)
+                elif step[0] == "budget":
+                    limit = body.get("max_tokens")
+                    if limit is not None and scripted_tokens(step[1]) > limit:
+                        self._send(200, completion(cut_to_tokens(step[1], limit), model, "length"))
+                        return
+                    text = step[1]
+                elif step[0] == "context":
+                    prompt = sum(scripted_tokens(str(m.get("content"))) for m in body["messages"])
+                    if prompt + int(body.get("max_tokens") or 0) > step[1]:
+                        message = (
+                            f"the request exceeds the available context size ({prompt} prompt "
+                            f"tokens + {body.get('max_tokens')} to generate > {step[1]})"
+                        )
+                        self._send(
+                            400, {"error": {"message": message, "type": "invalid_request_error"}}
+                        )
+                        return
+                    text = step[2](body) if callable(step[2]) else step[2]
                 else:
                     text = step[1]
                 self._send(200, completion(text, model))
@@ -87,7 +125,7 @@ class ScriptedLLM:
                         self.wfile.flush()
                         time.sleep(seconds_per_byte)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the grader gave up: what the deadline is for
+                    outer.dropped += 1  # the grader gave up: what the deadline is for
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()
@@ -98,7 +136,7 @@ class ScriptedLLM:
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
+                    outer.dropped += 1  # the client gave up (timeout test)
 
         return Handler
 
@@ -125,7 +163,26 @@ def quoting_reply(body: dict, quote: Callable[[str, int], str]) -> str:
     )
 
 
-def completion(text: str, model: str) -> dict:
+_CJK = re.compile(r"[\u2e80-\u9fff\uff00-\uffef]")
+
+
+def scripted_tokens(text: str) -> int:
+    """A model server's token count, roughly a BPE tokenizer's: a CJK character one token, other
+    text four characters a token."""
+    cjk = len(_CJK.findall(text))
+    return cjk + (len(text) - cjk + 3) // 4
+
+
+def cut_to_tokens(text: str, tokens: int) -> str:
+    out = ""
+    for ch in text:
+        if scripted_tokens(out + ch) > tokens:
+            break
+        out += ch
+    return out
+
+
+def completion(text: str, model: str, finish_reason: str = "stop") -> dict:
     return {
         "id": "chatcmpl-scripted",
         "object": "chat.completion",
@@ -135,7 +192,7 @@ def completion(text: str, model: str) -> dict:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},

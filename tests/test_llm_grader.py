@@ -66,18 +66,23 @@ def reply(**overrides) -> str:
         "flags": [],
         "feedback": "核心正确，缺少 token 广播与全对全错组的讨论。",
     }
+    listed = {p["id"] for p in data["key_points"]}
+    data["key_points"] += [
+        {"id": p, "covered": False, "evidence": ""} for p in POINT_IDS if p not in listed
+    ]
     data.update(overrides)
     return json.dumps(data, ensure_ascii=False)
 
 
-POINT_IDS = [
-    "group-sampling",
-    "group-mean",
-    "std-normalization",
-    "replaces-critic",
-    "token-broadcast",
-    "degenerate-groups",
+_POINTS = read_entry_file(Settings().questions_dir / "grpo-advantage-baseline.yaml")["rubric"][
+    "key_points"
 ]
+POINT_IDS = [kp["id"] for kp in _POINTS]  # read, not listed: the bank's rubric may grow
+# the four points ANSWER makes, of the rubric's total weight
+HONEST_SCORE = round(
+    10 * sum(kp["weight"] for kp in _POINTS[:4]) / sum(kp["weight"] for kp in _POINTS),
+    1,
+)
 NONE_COVERED = [{"id": p, "covered": False, "evidence": ""} for p in POINT_IDS]
 
 
@@ -85,8 +90,7 @@ def test_valid_json_is_scored_in_code_from_the_key_points(service, llm, entry):
     llm.script(("reply", reply()))
     grade = service.grade(entry, ANSWER, GraderChoice.llm)
     assert grade.grader == "llm:openai/scripted-grader"
-    # weights 2+3+2+2 of 11 covered -> 10 * 9/11
-    assert grade.score == pytest.approx(8.2)
+    assert grade.score == pytest.approx(HONEST_SCORE)
     assert [kp.id for kp in grade.key_points if kp.covered] == [
         "group-sampling",
         "group-mean",
@@ -118,7 +122,7 @@ def test_fabricated_evidence_does_not_count(service, llm, entry):
     point = next(kp for kp in grade.key_points if kp.id == "token-broadcast")
     assert not point.covered and point.evidence is None
     assert "unverified_evidence" in grade.flags
-    assert grade.score == pytest.approx(8.2)
+    assert grade.score == pytest.approx(HONEST_SCORE)
 
 
 def test_malformed_output_is_retried_once(service, llm, entry):

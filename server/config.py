@@ -141,6 +141,9 @@ class Settings(BaseSettings):
     llm_response_format: str = Field(
         default="auto", pattern="^(auto|json_schema|json_object|none)$"
     )
+    # Stream the grader's reply: a local server (llama.cpp) then stops generating when the deadline
+    # closes the connection. Hosted APIs work either way.
+    llm_stream: bool = False
     llm_max_reply_chars: int = Field(default=100_000, ge=1000)
     llm_feedback_max_chars: int = Field(default=4000, ge=100)
     # The LLM interviewer (server/interview/llm_interviewer.py) phrases probes, transitions and

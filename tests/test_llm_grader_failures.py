@@ -431,3 +431,25 @@ def test_eval_grading_with_the_llm_reports_fallbacks_by_reason(llm, tmp_path):
     ), out
     assert "fallback: llm_timeout" in out and "fallback: llm_provider_error" in out
     assert len(llm.requests) == 5
+
+
+# ----------------------------------------------- streamed replies (SPARRING_LLM_STREAM=true)
+
+
+def test_a_streamed_reply_is_graded(llm, entry):
+    service = make_service(llm, llm_stream=True)
+    llm.script(("sse", 0, reply(SHORT_IDS)))
+    grade = service.grade(entry, ANSWER, GraderChoice.llm)
+    assert llm.requests[0]["stream"] is True
+    assert grade.grader.startswith("llm:") and covered(grade) == HONEST
+
+
+def test_a_slow_stream_is_closed_at_the_deadline_and_frees_the_slot(llm, entry):
+    service = make_service(llm, llm_stream=True)
+    # ~1,000 characters in 8-character chunks every 0.3 s: about 40 s to finish.
+    llm.script(("sse", 0.3, reply(SHORT_IDS)), ("sse", 0, reply(SHORT_IDS)))
+    first = service.grade(entry, ANSWER, GraderChoice.llm)
+    assert first.fallback_reason == "llm_timeout"
+    second = service.grade(entry, ANSWER, GraderChoice.llm)
+    assert second.grader.startswith("llm:") and covered(second) == HONEST
+    assert llm.dropped >= 1

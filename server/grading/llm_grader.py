@@ -263,41 +263,40 @@ class LlmGrader:
             deadline,
             json.dumps(messages, ensure_ascii=False)[:20_000],
         )
+        request = dict(
+            model=s.llm_model,
+            messages=messages,
+            temperature=0,
+            max_tokens=max_tokens,
+            api_base=s.llm_api_base or None,
+            api_key=s.llm_api_key or None,
+            timeout=deadline,
+            num_retries=0,
+            **extra,
+        )
+        call = _streamed(request, s.llm_max_reply_chars) if s.llm_stream else _whole(request)
         try:
             # The call runs as a task with one overall deadline: when it passes, the task is
             # cancelled and its HTTP connection closed, so the provider stops generating.
-            response = self._io.run(
-                litellm.acompletion(
-                    model=s.llm_model,
-                    messages=messages,
-                    temperature=0,
-                    max_tokens=max_tokens,
-                    api_base=s.llm_api_base or None,
-                    api_key=s.llm_api_key or None,
-                    timeout=deadline,
-                    num_retries=0,
-                    **extra,
-                ),
-                deadline,
-            )
-            choice = response.choices[0]
-            content = choice.message.content or ""
+            reply = self._io.run(call, deadline)
         except TimeoutError as exc:
             raise LlmGradingError(
                 "llm_timeout", f"no complete reply within {deadline:.0f} s"
             ) from exc
+        except LlmGradingError:
+            raise
         except litellm.ContextWindowExceededError as exc:
             raise LlmGradingError("llm_context_overflow", f"the provider said: {exc}") from exc
         except litellm.Timeout as exc:
             raise LlmGradingError("llm_timeout", f"the provider timed out: {exc}") from exc
         except Exception as exc:  # litellm maps every provider failure to its own exceptions
             raise _ProviderFailure(exc) from exc
-        log.debug("LLM grade reply (%s): %s", choice.finish_reason, content[:4000])
-        if len(content) > s.llm_max_reply_chars:
+        log.debug("LLM grade reply (%s): %s", reply.finish_reason, reply.text[:4000])
+        if len(reply.text) > s.llm_max_reply_chars:
             raise LlmGradingError(
-                "llm_reply_too_long", f"reply of {len(content)} characters is over the limit"
+                "llm_reply_too_long", f"reply of {len(reply.text)} characters is over the limit"
             )
-        return Completion(content, str(choice.finish_reason or ""))
+        return reply
 
     # -- a grade -------------------------------------------------------------------------------
     def grade(self, entry: QuestionEntry, answer: str, language: str = "zh") -> Grade:
@@ -456,6 +455,47 @@ class LlmGrader:
         keep = not injected and comment_fits(comment, language, grade)
         grade.feedback = f"{comment}\n\n{structured}".strip() if keep else structured
         return grade
+
+
+async def _whole(request: dict) -> Completion:
+    import litellm
+
+    response = await litellm.acompletion(**request)
+    choice = response.choices[0]
+    return Completion(choice.message.content or "", str(choice.finish_reason or ""))
+
+
+async def _streamed(request: dict, max_chars: int) -> Completion:
+    """The reply streamed: a local server (llama.cpp) notices a closed connection at its next
+    chunk and frees its slot, where a non-streamed request may run on to max_tokens."""
+    import litellm
+
+    response = await litellm.acompletion(stream=True, **request)
+    parts: list[str] = []
+    size, finish = 0, ""
+    try:
+        async for chunk in response:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            text = getattr(choice.delta, "content", None) or ""
+            parts.append(text)
+            size += len(text)
+            finish = str(choice.finish_reason or finish or "")
+            if size > max_chars:
+                raise LlmGradingError(
+                    "llm_reply_too_long", f"reply of over {max_chars} characters is over the limit"
+                )
+    finally:
+        # On the deadline (cancellation) or an early stop, close the stream's connection now
+        # rather than when it is garbage-collected.
+        stream = getattr(response, "completion_stream", None)
+        closer = getattr(stream, "close", None) or getattr(stream, "aclose", None)
+        if closer is not None:
+            result = closer()
+            if asyncio.iscoroutine(result):
+                await result
+    return Completion("".join(parts), finish)
 
 
 class _ProviderFailure(Exception):

@@ -25,6 +25,9 @@ class ScriptedLLM:
     | ("context", n_tokens, text): a model with an n-token context: a prompt whose scripted_tokens
       plus max_tokens exceed it gets llama.cpp's 400 error, else the text (or fn(request body)).
 
+    | ("sse", seconds_per_chunk, text): a streamed reply (server-sent events, chunks of 8
+      characters, one every seconds_per_chunk), for a client that asked for stream=true
+
     serial=True serves one request at a time, like a single-slot llama.cpp server: a request the
     client abandoned blocks the next one until its connection is seen closed. `dropped` counts
     replies whose connection the client closed before they were complete."""
@@ -81,6 +84,9 @@ class ScriptedLLM:
                 if step[0] == "trickle":
                     self._trickle(step[1], completion(step[2], model))
                     return
+                if step[0] == "sse":
+                    self._sse(step[1], step[2], model)
+                    return
                 if step[0] == "slow":
                     time.sleep(step[1])
                     text = step[2]
@@ -126,6 +132,24 @@ class ScriptedLLM:
                         time.sleep(seconds_per_byte)
                 except (BrokenPipeError, ConnectionResetError):
                     outer.dropped += 1  # the grader gave up: what the deadline is for
+
+            def _sse(self, seconds_per_chunk: float, text: str, model: str) -> None:
+                pieces = [text[i : i + 8] for i in range(0, len(text), 8)]
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    for n, piece in enumerate(pieces):
+                        last = n == len(pieces) - 1
+                        event = stream_chunk(piece, model, "stop" if last else None)
+                        self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                        self.wfile.flush()
+                        time.sleep(0 if last else seconds_per_chunk)
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    outer.dropped += 1
+                self.close_connection = True
 
             def _send(self, status: int, payload: dict) -> None:
                 data = json.dumps(payload).encode()
@@ -180,6 +204,16 @@ def cut_to_tokens(text: str, tokens: int) -> str:
             break
         out += ch
     return out
+
+
+def stream_chunk(text: str, model: str, finish_reason: str | None) -> dict:
+    return {
+        "id": "chatcmpl-scripted",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish_reason}],
+    }
 
 
 def completion(text: str, model: str, finish_reason: str = "stop") -> dict:

@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 PORT ?= 8000
 HOST ?= 127.0.0.1
 
-.PHONY: run test install install-dev ingest lint format eval bench clean browser bubblewrap
+.PHONY: run test test-cluster install install-dev ingest lint format eval bench clean browser bubblewrap
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,12 @@ test: install-dev browser bubblewrap
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q
+
+# The scale-out topology on loopback: PostgreSQL (pgserver wheel), `chroma run`, `sparring ingest`
+# into it, two API processes (one with --workers 2); one interview across them, one process
+# SIGKILLed mid-interview. `make test` runs it too (pytest collects tests/cluster).
+test-cluster: install-dev
+	$(PY) -m pytest -q -s tests/cluster
 
 lint: install-dev
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

@@ -87,6 +87,8 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    # API worker processes of `sparring serve`; more than 1 needs SPARRING_CHROMA_URL (docs/deploy.md).
+    workers: int = Field(default=1, ge=1, le=64)
     # Bearer tokens, "token:user" pairs separated by commas; required for a non-loopback bind.
     # Each token has at least 16 characters and every entry names its user (checked at start-up).
     auth_tokens: str = ""

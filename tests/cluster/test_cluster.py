@@ -1,0 +1,271 @@
+"""`make test-cluster`: the scale-out topology on real engines, on loopback.
+
+PostgreSQL (pgserver's wheel), a Chroma server (`chroma run`), the index built into it with
+`sparring ingest`, and two API processes (`sparring serve --workers 2` and `sparring serve`). One
+interview's turns alternate between the processes, both post at once, one process is SIGKILLed
+while it grades an answer, and the interview finishes on the other. Then every turn, grade and the
+report are checked against what the clients were told and against the database itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.conftest import free_port
+from tests.support.engines import chroma_server, postgres_server
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSWER = (
+    "GRPO 对同一个 prompt 采样一组回答，用组内奖励的均值做 baseline、再除以标准差得到优势，"
+    "所以不需要 critic；PPO 的 clip 限制新旧策略比值，KL 惩罚防止偏离参考模型。"
+)
+
+
+@dataclass
+class ApiProcess:
+    name: str
+    url: str
+    proc: subprocess.Popen
+    log: Path
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)  # no shutdown hooks, no flush: a crash
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def sparring(*args: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "server.cli", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its uvicorn workers die with it on SIGKILL of the group
+        )
+
+
+def wait_healthy(api: ApiProcess, seconds: float = 300) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if not api.alive():
+            raise RuntimeError(f"{api.name} exited at start-up:\n{api.log.read_text()[-3000:]}")
+        try:
+            if httpx.get(f"{api.url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{api.name} did not start:\n{api.log.read_text()[-3000:]}")
+
+
+@dataclass
+class Cluster:
+    env: dict[str, str]
+    database_url: str
+    work: Path
+    apis: dict[str, ApiProcess] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    work = Path(tempfile.mkdtemp(prefix="sparring-cluster-"))
+    with postgres_server() as db_url, chroma_server(work / "chroma", free_port()) as chroma_url:
+        env = {
+            **os.environ,
+            "SPARRING_DATA_DIR": str(work / "data"),
+            "SPARRING_DATABASE_URL": db_url,
+            "SPARRING_CHROMA_URL": chroma_url,
+            "SPARRING_AUTH_TOKENS": "",
+            "SPARRING_UI_ENABLED": "false",
+            "SPARRING_LLM_MODEL": "",
+        }
+        ingest = subprocess.run(
+            [sys.executable, "-m", "server.cli", "ingest"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+        assert "Index ready" in ingest.stdout
+        c = Cluster(env=env, database_url=db_url, work=work)
+        for name, extra in (("a", ["--workers", "2"]), ("b", [])):
+            port = free_port()
+            log = work / f"api-{name}.log"
+            proc = sparring("serve", "--port", str(port), *extra, env=env, log=log)
+            c.apis[name] = ApiProcess(name, f"http://127.0.0.1:{port}", proc, log)
+        try:
+            for api in c.apis.values():
+                wait_healthy(api)
+            yield c
+        finally:
+            for api in c.apis.values():
+                api.stop()
+
+
+def test_several_workers_refuse_the_embedded_chroma(tmp_path: Path) -> None:
+    env = {**os.environ, "SPARRING_DATA_DIR": str(tmp_path), "SPARRING_CHROMA_URL": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve", "--port", str(free_port()), "--workers", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "SPARRING_CHROMA_URL" in done.stdout
+
+
+def post_answer(url: str, sid: str, answer: str) -> httpx.Response:
+    return httpx.post(f"{url}/api/sessions/{sid}/answers", json={"answer": answer}, timeout=300)
+
+
+def test_interview_across_processes_survives_a_killed_process(cluster: Cluster) -> None:
+    a, b = cluster.apis["a"], cluster.apis["b"]
+    created = httpx.post(
+        f"{a.url}/api/sessions",
+        json={"mode": "interview", "num_questions": 4, "duration_minutes": 60, "seed": 17},
+        timeout=60,
+    )
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    acknowledged: list[str] = []  # answers the server said 200 to, in order
+
+    # 1. Turns alternate between the two processes.
+    for n in range(4):
+        api = (a, b)[n % 2]
+        answer = f"[turn {n} via {api.name}] {ANSWER}"
+        r = post_answer(api.url, sid, answer)
+        assert r.status_code == 200, r.text
+        acknowledged.append(answer)
+        assert r.json()["next"]["kind"] != "end"
+
+    # 2. Both processes get an answer for the session at the same moment: the row lock queues one
+    #    behind the other, so both land as two separate turns, never as one turn twice.
+    start = threading.Barrier(2)
+    raced: dict[str, httpx.Response] = {}
+
+    def race(api: ApiProcess) -> None:
+        start.wait()
+        raced[api.name] = post_answer(api.url, sid, f"[race via {api.name}] {ANSWER}")
+
+    threads = [threading.Thread(target=race, args=(api,)) for api in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {k: r.status_code for k, r in raced.items()} == {"a": 200, "b": 200}
+    state = httpx.get(f"{a.url}/api/sessions/{sid}", timeout=60).json()
+    race_order = [t["text"] for t in state["turns"] if t["text"].startswith("[race")]
+    assert sorted(race_order) == sorted(f"[race via {k}] {ANSWER}" for k in ("a", "b"))
+    acknowledged += race_order
+
+    # 3. B is killed (SIGKILL, whole process group) while it grades an answer.
+    doomed = f"[sent to b, killed] {ANSWER}"
+    outcome: dict[str, object] = {}
+
+    def send_to_b() -> None:
+        try:
+            outcome["response"] = post_answer(b.url, sid, doomed)
+        except httpx.HTTPError as exc:
+            outcome["error"] = exc
+
+    sender = threading.Thread(target=send_to_b)
+    sender.start()
+    time.sleep(0.2)
+    os.killpg(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(timeout=30)
+    sender.join(timeout=120)
+    assert not b.alive()
+
+    # All or nothing: the answer is stored with its grade and the interviewer's next turn, or absent.
+    state = httpx.get(f"{a.url}/api/sessions/{sid}", timeout=60).json()
+    texts = [t["text"] for t in state["turns"]]
+    killed_before_commit = doomed not in texts
+    if not killed_before_commit:
+        at = texts.index(doomed)
+        assert state["turns"][at]["score"] is not None
+        assert at + 1 < len(texts) and state["turns"][at + 1]["role"] == "interviewer"
+        acknowledged.append(doomed)
+    else:  # lost with the process before its commit: the candidate resends it to A
+        r = post_answer(a.url, sid, doomed)
+        assert r.status_code == 200, r.text
+        acknowledged.append(doomed)
+
+    # 4. The interview finishes on A.
+    for n in range(12):
+        if httpx.get(f"{a.url}/api/sessions/{sid}", timeout=60).json()["status"] == "ended":
+            break
+        answer = f"[finish {n} via a] {ANSWER}"
+        r = post_answer(a.url, sid, answer)
+        assert r.status_code == 200, r.text
+        acknowledged.append(answer)
+    else:
+        assert httpx.post(f"{a.url}/api/sessions/{sid}/end", timeout=60).status_code == 200
+
+    # 5. Nothing lost, nothing doubled: every acknowledged answer once, in order, graded.
+    state = httpx.get(f"{a.url}/api/sessions/{sid}", timeout=60).json()
+    assert state["status"] == "ended"
+    turns = state["turns"]
+    assert [t["seq"] for t in turns] == list(range(1, len(turns) + 1))
+    answers = [t for t in turns if t["kind"] == "answer"]
+    assert [t["text"] for t in answers] == acknowledged
+    assert all(t["score"] is not None for t in answers)
+
+    report = httpx.get(f"{a.url}/api/sessions/{sid}/report", timeout=60)
+    assert report.status_code == 200, report.text
+    questions = report.json()["questions"]
+    answered = {t["question_number"] for t in answers}
+    assert len(questions) >= len(answered) > 0
+    assert all(q["grader"] for q in questions if q["status"] == "done")
+
+    # 6. The database itself holds exactly what the API shows.
+    engine = create_engine(cluster.database_url)
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT seq, text, grade IS NOT NULL FROM turns WHERE session_id = :s ORDER BY seq"
+            ),
+            {"s": sid},
+        ).all()
+        status = conn.execute(
+            text("SELECT status FROM interview_sessions WHERE id = :s"), {"s": sid}
+        ).scalar_one()
+    engine.dispose()
+    assert [r[0] for r in rows] == [t["seq"] for t in turns]
+    assert [r[1] for r in rows] == [t["text"] for t in turns]
+    assert all(r[2] for r, t in zip(rows, turns, strict=True) if t["kind"] == "answer")
+    assert status == "ended"
+    print(
+        f"\ncluster: {len(turns)} turns, {len(answers)} answers graded, {len(questions)} questions "
+        f"in the report; api-b SIGKILLed {'before' if killed_before_commit else 'after'} its "
+        f"commit ({'answer resent to a' if killed_before_commit else 'answer kept'}); "
+        f"client saw {type(outcome.get('error', outcome.get('response'))).__name__}"
+    )

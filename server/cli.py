@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -68,13 +69,29 @@ def ingest() -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1)")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default 8000)")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=64,
+            help="API worker processes (default 1); more than 1 needs SPARRING_CHROMA_URL",
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API (and the UI at /ui)."""
     import uvicorn
 
+    from server.asgi import ScaleOutError, check_workers
+
     settings = Settings()
     host = host or settings.host
     port = port or settings.port
+    workers = workers or settings.workers
+    try:
+        check_workers(settings, workers)
+    except ScaleOutError as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]")
+        raise typer.Exit(2) from exc
     if host not in LOOPBACK and not settings.auth_tokens:
         console.print(
             f"[red]Refusing to bind {host} without auth.[/red] Set SPARRING_AUTH_TOKENS="
@@ -83,14 +100,29 @@ def serve(
         raise typer.Exit(2)
     from server.api.app import create_app
 
-    settings = settings.model_copy(update={"host": host, "port": port})
+    settings = settings.model_copy(update={"host": host, "port": port, "workers": workers})
     svc = _services(settings)
     _ingest_with_progress(svc)
     from server.grading.code_grader import startup_line
 
     console.print(startup_line(svc.code_grader))  # sets up and self-tests the code sandbox once
     console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
-    uvicorn.run(create_app(settings, svc), host=host, port=port, log_level="warning")
+    if workers == 1:
+        uvicorn.run(create_app(settings, svc), host=host, port=port, log_level="warning")
+        return
+    # Each worker process builds its own app from the environment (server/asgi.py); the index is
+    # embedded and the sandbox checked once, here, before they start.
+    del svc
+    os.environ.update(SPARRING_HOST=host, SPARRING_PORT=str(port), SPARRING_WORKERS=str(workers))
+    console.print(f"{workers} worker processes, database {settings.sqlalchemy_url.split(':')[0]}")
+    uvicorn.run(
+        "server.asgi:create_worker_app",
+        factory=True,
+        workers=workers,
+        host=host,
+        port=port,
+        log_level="warning",
+    )
 
 
 @app.command()

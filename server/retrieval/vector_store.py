@@ -61,16 +61,29 @@ class IngestReport:
         return self.embedded + self.unchanged
 
 
+class ChromaUnavailable(RuntimeError):
+    """SPARRING_CHROMA_URL is set but no Chroma server answers there."""
+
+
 def make_client(settings: Settings) -> chromadb.ClientAPI:
+    """The embedded PersistentClient (one process), or an HttpClient for SPARRING_CHROMA_URL (a
+    `chroma run` server that several API processes share)."""
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     if settings.chroma_url:
         url = urlparse(settings.chroma_url)
-        return chromadb.HttpClient(
-            host=url.hostname or "localhost",
-            port=url.port or (443 if url.scheme == "https" else 8000),
-            ssl=url.scheme == "https",
-            settings=chroma_settings,
-        )
+        try:
+            return chromadb.HttpClient(
+                host=url.hostname or "localhost",
+                port=url.port or (443 if url.scheme == "https" else 8000),
+                ssl=url.scheme == "https",
+                settings=chroma_settings,
+            )
+        except ValueError as exc:  # chromadb's "Could not connect to a Chroma server"
+            raise ChromaUnavailable(
+                f"no Chroma server answers at SPARRING_CHROMA_URL={settings.chroma_url}: start one "
+                "(chroma run --path data/chroma-server --host 127.0.0.1 --port 8001) or unset it "
+                "to use the embedded index"
+            ) from exc
     settings.chroma_path.mkdir(parents=True, exist_ok=True)
     return chromadb.PersistentClient(path=str(settings.chroma_path), settings=chroma_settings)
 

@@ -230,6 +230,7 @@ def test_http_an_honest_grade_still_counts(api, llm):
     llm.script(("reply", reply()))
     g = grade_over_http(api, ANSWER)
     assert g["grader"] == "llm:openai/scripted-grader" and g["score"] > 5
+    assert g["fallback_reason"] is None
     assert [kp["id"] for kp in g["key_points"] if kp["covered"]] == HONEST_POINTS
     assert not {"short_evidence", "reused_evidence", "unsupported_evidence"} & set(g["flags"])
 
@@ -240,6 +241,12 @@ def test_http_a_trickling_provider_cannot_hold_a_grade_past_the_deadline(api, ll
     llm.script(("trickle", 0.5, reply()), ("trickle", 0.5, reply()))
     g = grade_over_http(api, ANSWER)
     assert g["grader"] == "rubric-fallback" and "llm_fallback" in g["flags"]
+    # the API says plainly that the grade is the fallback's, and why
+    assert g["fallback_reason"] == "llm_timeout" and "within 2 s" in g["fallback_detail"]
+    assert (
+        g["feedback"].startswith("LLM 评分失败")
+        and "原因：模型在时限内没有给出完整回复" in g["feedback"]
+    )
 
 
 def test_http_quoting_the_first_12_characters_for_every_point_earns_nothing(api, llm):
@@ -302,4 +309,5 @@ def test_http_a_20_mb_reply_is_refused_and_the_rubric_grader_takes_over(api, llm
     llm.script(("reply", reply(feedback="x" * 20_000_000)))
     g = grade_over_http(api, ANSWER)
     assert g["grader"] == "rubric-fallback" and "llm_fallback" in g["flags"]
+    assert g["fallback_reason"] == "llm_reply_too_long"
     assert len(g["feedback"]) < 20_000

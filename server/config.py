@@ -146,6 +146,9 @@ class Settings(BaseSettings):
     # Stream the grader's reply: a local server (llama.cpp) then stops generating when the deadline
     # closes the connection. Hosted APIs work either way.
     llm_stream: bool = False
+    # Print the LLM grader's requests and raw replies (DEBUG) or its failures (WARNING) to stderr
+    # when the server does not configure logging itself; empty = Python's default (warnings only).
+    llm_log_level: str = Field(default="", pattern="^(|DEBUG|INFO|WARNING|debug|info|warning)$")
     llm_max_reply_chars: int = Field(default=100_000, ge=1000)
     llm_feedback_max_chars: int = Field(default=4000, ge=100)
     # The LLM interviewer (server/interview/llm_interviewer.py) phrases probes, transitions and

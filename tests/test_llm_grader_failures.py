@@ -453,3 +453,18 @@ def test_a_slow_stream_is_closed_at_the_deadline_and_frees_the_slot(llm, entry):
     second = service.grade(entry, ANSWER, GraderChoice.llm)
     assert second.grader.startswith("llm:") and covered(second) == HONEST
     assert llm.dropped >= 1
+
+
+def test_llm_log_level_debug_prints_the_raw_reply_to_stderr(llm, entry, capfd):
+    logger = logging.getLogger("server.grading.llm_grader")
+    try:
+        service = make_service(llm, llm_log_level="DEBUG")
+        llm.script(("reply", "certainly! 9/10"), ("reply", reply(SHORT_IDS)))
+        grade = service.grade(entry, ANSWER, GraderChoice.llm)
+        err = capfd.readouterr().err
+    finally:  # the handler is process-wide: leave the logger as it was for other tests
+        logger.handlers = [h for h in logger.handlers if not getattr(h, "sparring_llm", False)]
+        logger.setLevel(logging.NOTSET)
+    assert grade.grader.startswith("llm:")
+    assert "raw LLM reply for grpo-advantage-baseline: 'certainly! 9/10'" in err
+    assert "LLM grade request: model=openai/scripted-grader" in err

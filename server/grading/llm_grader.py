@@ -200,6 +200,8 @@ class LlmGrader:
         # one earns nothing) and the points a trimmed prompt left out.
         self._rubric = rubric or RubricGrader()
         self._context: int | None = None
+        if settings.llm_log_level:
+            show_log(settings.llm_log_level)
 
     # -- what the provider can take ----------------------------------------------------------------
     def context_tokens(self) -> int:
@@ -455,6 +457,17 @@ class LlmGrader:
         keep = not injected and comment_fits(comment, language, grade)
         grade.feedback = f"{comment}\n\n{structured}".strip() if keep else structured
         return grade
+
+
+def show_log(level: str) -> None:
+    """Send this module's log records at `level` and above to stderr (once per process): what
+    SPARRING_LLM_LOG_LEVEL=DEBUG shows, since litellm's own debug log never has our replies."""
+    log.setLevel(level.upper())
+    if not any(getattr(h, "sparring_llm", False) for h in log.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.sparring_llm = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
 
 
 async def _whole(request: dict) -> Completion:

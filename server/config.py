@@ -112,6 +112,8 @@ class Settings(BaseSettings):
     grading_workers: int = Field(default=4, ge=1)
     grading_queue_limit: int = Field(default=128, ge=0)
     grading_per_user: int = Field(default=4, ge=1)
+    # Refuse (503 + Retry-After) a job that would wait longer than this before grading starts; 0 = off.
+    grading_max_wait_seconds: float = Field(default=30.0, ge=0)
 
     embedder: EmbedderName = EmbedderName.e5
     # For the sentence-transformers backend: a hub id or local path; empty = the packaged all-MiniLM-L6-v2.

@@ -4,7 +4,9 @@ Why: grading is CPU-bound and a coding answer may hold a worker for the whole sa
 Run in the shared request thread pool, ~45 slow answers starved `/healthz`, search and question
 lookup. Here the work has its own few threads, a queue limit (beyond it: 503) and a per-user
 limit (beyond it: 429), both with `Retry-After`; closing the queue drops what has not started,
-so SIGTERM never waits for a long queue."""
+so SIGTERM never waits for a long queue. A queue limit in jobs alone still lets latency grow to
+minutes when jobs get slow under load, so a job is also refused (503) when the work already
+ahead of it would take longer than `max_wait_seconds` on this process's workers."""
 
 from __future__ import annotations
 
@@ -31,10 +33,18 @@ class QueueStats:
 
 
 class WorkQueue:
-    def __init__(self, workers: int, queue_limit: int, per_user: int, name: str = "work") -> None:
+    def __init__(
+        self,
+        workers: int,
+        queue_limit: int,
+        per_user: int,
+        name: str = "work",
+        max_wait_seconds: float = 0.0,
+    ) -> None:
         self.workers = workers
         self.queue_limit = queue_limit
         self.per_user = per_user
+        self.max_wait_seconds = max_wait_seconds  # 0 = no bound on the expected wait
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
         self._lock = threading.Lock()  # done-callbacks run on worker threads
         self._in_system = 0
@@ -49,6 +59,15 @@ class WorkQueue:
     def _retry_after(self) -> float:
         waves = math.ceil((self._in_system + 1) / self.workers)
         return min(120.0, max(1.0, waves * self._mean_seconds))
+
+    def expected_wait(self) -> float:
+        """Seconds a job admitted now would wait before a worker takes it (running estimate)."""
+        with self._lock:
+            return self._expected_wait()
+
+    def _expected_wait(self) -> float:
+        ahead = self._in_system - self.workers + 1  # jobs that must start before this one
+        return max(0.0, ahead / self.workers * self._mean_seconds)
 
     def _admit(self, user: str | None) -> None:
         with self._lock:
@@ -66,6 +85,14 @@ class WorkQueue:
                     503,
                     "busy",
                     "the grading queue is full; nothing was saved, retry in a moment",
+                    self._retry_after(),
+                )
+            if self.max_wait_seconds and self._expected_wait() > self.max_wait_seconds:
+                raise busy(
+                    503,
+                    "busy",
+                    f"grading would start in about {self._expected_wait():.0f} s; nothing was "
+                    "saved, retry in a moment",
                     self._retry_after(),
                 )
             self._in_system += 1

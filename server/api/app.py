@@ -64,6 +64,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
         settings.grading_queue_limit,
         settings.grading_per_user,
         name="grading",
+        max_wait_seconds=settings.grading_max_wait_seconds,
     )
 
     @asynccontextmanager
@@ -103,6 +104,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                 "workers": queue.workers,
                 "in_system": queue.in_system,
                 "queue_limit": queue.queue_limit,
+                "expected_wait_seconds": round(work.expected_wait(), 2),
             },
             "questions": len(bank),
             "llm_configured": services.grading.llm_configured,

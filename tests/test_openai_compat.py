@@ -282,3 +282,17 @@ def test_content_parts_are_read_as_text(base_url):
         r = c.post("/v1/chat/completions", json=body)
     assert r.status_code == 200, r.text
     assert re.search(r"第 1 题", r.json()["choices"][0]["message"]["content"])
+
+
+def test_a_chat_clients_background_task_starts_no_interview(oai, base_url):
+    """Open WebUI asks the same model for a title/tags ("### Task: ..."): answered, no session."""
+    with client_for(base_url, "carol") as c:
+        before = len(c.get("/api/progress").json()["sessions"])
+    task = "### Task:\nGenerate a concise, 3-5 word title summarizing the chat history.\n..."
+    reply = oai.chat.completions.create(
+        model="sparring-interview", messages=[{"role": "user", "content": task}]
+    )
+    assert json.loads(reply.choices[0].message.content)["title"]
+    assert not MARKER_RE.search(reply.choices[0].message.content)
+    with client_for(base_url, "carol") as c:
+        assert len(c.get("/api/progress").json()["sessions"]) == before

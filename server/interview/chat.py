@@ -8,6 +8,7 @@ and an exchange already answered is replayed from storage, never graded twice.""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -103,8 +104,16 @@ def session_request(model: ChatModel, text: str, bank: QuestionBank) -> SessionR
     areas = {e.area.value for e in bank}
     topics = {a for a in areas if re.search(rf"(?<![a-z]){re.escape(a)}(?![a-z])", lowered)}
     topics |= {e.topic for e in bank if len(e.topic) >= 3 and e.topic.lower() in lowered}
-    # The most specific match wins: "GRPO优势基线" asks for that topic, not all of grpo.
-    topics = {t for t in topics if not any(t.lower() in o.lower() and t != o for o in topics)}
+    # One name per spelling (an area wins over a topic of the same name), and the most specific
+    # match wins: "GRPO优势基线" asks for that topic, not all of grpo.
+    by_lower: dict[str, str] = {}
+    for t in sorted(topics, key=lambda t: (t not in areas, t)):
+        by_lower.setdefault(t.lower(), t)
+    topics = {
+        t
+        for low, t in by_lower.items()
+        if not any(low in other and low != other for other in by_lower)
+    }
     if model.area:
         topics.add(model.area)
     # Companies match by prefix ("字节" covers 字节跳动 and 字节Seed), as session filters do.
@@ -144,6 +153,21 @@ def find_marker(messages: list[tuple[str, str]]) -> tuple[str, int, int] | None:
                 sid, seq = found[-1]
                 return sid, int(seq), index
     return None
+
+
+# Chat clients send background requests to the same model: Open WebUI's title, tag and
+# follow-up generation ("### Task: ..."), others' topic naming. Such a request carries no marker
+# and must not start an interview; one JSON object answers every Open WebUI task at once.
+_CLIENT_TASK_RE = re.compile(
+    r"^\s*###\s*Task:|generate a (?:concise|short|brief)[^\n]{0,40}\btitle\b", re.IGNORECASE
+)
+CLIENT_TASK_REPLY = json.dumps(
+    {"title": "Sparring mock interview", "tags": ["interview"], "follow_ups": []}
+)
+
+
+def is_client_task(text: str) -> bool:
+    return bool(_CLIENT_TASK_RE.search(text))
 
 
 @dataclass
@@ -189,6 +213,8 @@ class ChatInterview:
             first = next(text for role, text in messages if role == "user")
             if first.strip().lower() == "/help":
                 return ChatReply(HELP["zh"] + "\n\n" + HELP["en"], None, None)
+            if is_client_task(messages[-1][1]):
+                return ChatReply(CLIENT_TASK_REPLY, None, None, meta={"kind": "client_task"})
             return self._start(db, user, model, first)
         session_id, seq, index = found
         new = [text.strip() for role, text in messages[index + 1 :] if role == "user"]
@@ -278,12 +304,17 @@ class ChatInterview:
                 )
                 return f"{hint.hint} {cap}", {"kind": "hint"}
             if command == "/skip":
-                return self._after_answer(session, self.engine.skip(db, user, sid)), {
-                    "kind": "skip"
+                skipped = self.engine.skip(db, user, sid)
+                return self._after_answer(session, skipped), {
+                    "kind": "skip",
+                    "next": skipped.next.kind,
+                    "phrasing": skipped.next.phrasing.model_dump(),
                 }
             if command == "/followup":
-                return self._next_text(session, self.engine.followup(db, user, sid)), {
-                    "kind": "followup"
+                step = self.engine.followup(db, user, sid)
+                return self._next_text(session, step), {
+                    "kind": "followup",
+                    "phrasing": step.phrasing.model_dump(),
                 }
             if command == "/end":
                 self.engine.end(db, user, sid)

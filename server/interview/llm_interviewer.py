@@ -79,8 +79,15 @@ def leaks(reply: str, secrets: list[str], allowed: list[str], n: int = LEAK_NGRA
     return False
 
 
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
 def clean_line(text: str) -> str:
-    """One plain line: no code fences, quotes or markdown emphasis around it."""
+    """One plain line: no reasoning block (Qwen3, DeepSeek-R1 served raw), code fences, quotes or
+    markdown emphasis around it."""
+    text = _THINK_RE.sub("", text)
+    if "<think>" in text.lower():  # reasoning cut off by max_tokens: no line came out
+        return ""
     text = text.strip().strip("`").strip()
     text = re.sub(r"^(?:interviewer|面试官)\s*[:：]\s*", "", text, flags=re.IGNORECASE)
     text = re.sub(r"\*\*|__", "", text)
@@ -204,7 +211,9 @@ class LlmInterviewer(Phrasing):
                 ),
                 s.llm_interviewer_timeout_seconds,
             )
-            content = response.choices[0].message.content
+            choice = response.choices[0]
+            content = choice.message.content
+            finish = getattr(choice, "finish_reason", None)
         except TimeoutError as exc:
             raise PhrasingFailed(
                 "llm_timeout", f"no reply within {s.llm_interviewer_timeout_seconds} s"
@@ -213,4 +222,6 @@ class LlmInterviewer(Phrasing):
             raise PhrasingFailed("llm_error", f"{type(exc).__name__}: {exc}") from exc
         if not isinstance(content, str) or not content.strip():
             raise PhrasingFailed("llm_malformed", "empty reply")
+        if finish == "length":  # a line cut mid-sentence is not said
+            raise PhrasingFailed("llm_malformed", "reply cut off at max_tokens")
         return content

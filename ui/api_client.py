@@ -88,8 +88,14 @@ class SparringClient:
     def report(self, session_id: str) -> dict:
         return self._call("GET", f"/api/sessions/{session_id}/report")
 
-    def report_markdown(self, session_id: str) -> str:
-        return self._call("GET", f"/api/sessions/{session_id}/report", params={"format": "md"})
+    def report_markdown(self, session_id: str, lang: str = "en") -> str:
+        return self._call(
+            "GET", f"/api/sessions/{session_id}/report", params={"format": "md", "lang": lang}
+        )
+
+    def filter_options(self, companies: list[str] | None = None) -> dict:
+        """Areas and topics with question counts for the chosen companies (all when none)."""
+        return self._call("GET", "/api/topics", params={"company": companies or []})
 
     def progress(self) -> dict:
         return self._call("GET", "/api/progress")

@@ -1,6 +1,9 @@
 """The Gradio UI: a thin client of the HTTP API (setup, interview, report, history screens).
 
-It holds no interview logic; it renders what the server returns. Point it at any server URL."""
+It holds no interview logic; it renders what the server returns. Point it at any server URL.
+Query parameters: `?lang=en|zh` (interface language, also remembered in the browser),
+`?session=<id>` (open that session: a running one resumes, an ended one shows its report),
+`?duration_seconds=N` (a timed interview of N seconds, for demos and tests)."""
 
 from __future__ import annotations
 
@@ -10,10 +13,13 @@ from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
+import contextlib
+
 import gradio as gr
 import pandas as pd
 
 from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
+from ui.texts import T, error_sentence, flag_text, lang_key, readable_time, shorten, tr
 
 LATEX = [
     {"left": "$$", "right": "$$", "display": True},
@@ -22,95 +28,51 @@ LATEX = [
     {"left": "\\[", "right": "\\]", "display": True},
 ]
 
-# Ctrl+Enter (Cmd+Enter) in the answer box submits.
+# Ctrl+Enter (Cmd+Enter) in the answer box or the code editor submits; Tab in the code editor
+# indents (four spaces) instead of leaving it.
 HEAD = """
 <script>
 document.addEventListener('keydown', function (e) {
-  if ((e.ctrlKey || e.metaKey) && e.key === 'Enter' && e.target.closest('#answer-box')) {
+  if ((e.ctrlKey || e.metaKey) && e.key === 'Enter'
+      && e.target.closest('#answer-box, #code-box')) {
     e.preventDefault();
     const b = document.querySelector('#submit-btn');
     if (b) b.click();
+    return;
   }
-});
+  if (e.key === 'Tab' && !e.shiftKey && !e.ctrlKey && !e.altKey
+      && e.target.closest('#code-box .cm-content')) {
+    e.preventDefault();
+    e.stopPropagation();
+    document.execCommand('insertText', false, '    ');
+  }
+}, true);
 </script>
 """
 
-T = {
-    "zh": {
-        "title": "# Sparring · RL / 后训练模拟面试",
-        "setup": "设置",
-        "interview": "面试",
-        "report": "报告",
-        "history": "历史",
-        "mode": "模式",
-        "companies": "公司",
-        "topics": "主题",
-        "difficulty": "难度",
-        "duration": "时长（分钟）",
-        "questions": "题目数",
-        "language": "面试官语言",
-        "grader": "评分器",
-        "start": "开始面试",
-        "answer": "你的回答（Ctrl+Enter 提交）",
-        "submit": "提交回答",
-        "followup": "追问一个",
-        "hint": "提示",
-        "skip": "跳过",
-        "end": "结束面试",
-        "reference": "参考答案",
-        "download": "下载 Markdown 报告",
-        "refresh": "刷新历史",
-        "untimed": "不计时",
-        "left": "剩余",
-        "time_up": "时间到",
-        "score": "得分",
-        "tests": "隐藏测试通过",
-        "no_session": "还没有进行中的面试，请在“设置”页开始。",
-        "llm_yes": "已配置 LLM：{model}",
-        "llm_no": "未配置 LLM，使用离线评分标准（rubric）",
-    },
-    "en": {
-        "title": "# Sparring · RL / post-training mock interviews",
-        "setup": "Setup",
-        "interview": "Interview",
-        "report": "Report",
-        "history": "History",
-        "mode": "Mode",
-        "companies": "Companies",
-        "topics": "Topics",
-        "difficulty": "Difficulty",
-        "duration": "Duration (minutes)",
-        "questions": "Questions",
-        "language": "Interviewer language",
-        "grader": "Grader",
-        "start": "Start interview",
-        "answer": "Your answer (Ctrl+Enter submits)",
-        "submit": "Submit answer",
-        "followup": "Ask me a follow-up",
-        "hint": "Hint",
-        "skip": "Skip",
-        "end": "End interview",
-        "reference": "Reference answer",
-        "download": "Download Markdown report",
-        "refresh": "Refresh history",
-        "untimed": "untimed",
-        "left": "left",
-        "time_up": "time is up",
-        "score": "Score",
-        "tests": "Hidden tests passed",
-        "no_session": "No interview is running; start one on the Setup screen.",
-        "llm_yes": "LLM configured: {model}",
-        "llm_no": "No LLM configured: the offline rubric grader is used",
-    },
-}
+UI_LANGS = ["中文", "English"]
+BUTTONS = ("submit", "related", "hint", "skip", "end")
 
 
-def _lang(ui_lang: str) -> dict[str, str]:
-    return T["en" if ui_lang == "English" else "zh"]
+def mode_choices(ui_lang: str) -> list[tuple[str, str]]:
+    t = tr(ui_lang)
+    return [(t[f"mode_{m}"], m) for m in ("interview", "practice", "review")]
 
 
-def countdown_text(deadline: str | None, ui_lang: str) -> str:
-    t = _lang(ui_lang)
+def grader_choices(ui_lang: str, llm: bool) -> list[tuple[str, str]]:
+    t = tr(ui_lang)
+    return [(t[f"grader_{g}"], g) for g in ("auto", "rubric", *(("llm",) if llm else ()))]
+
+
+def language_choices(ui_lang: str) -> list[tuple[str, str]]:
+    t = tr(ui_lang)
+    return [(t["lang_zh"], "zh"), (t["lang_en"], "en")]
+
+
+def countdown_text(deadline: str | None, ui_lang: str, ended: bool = False) -> str:
+    t = tr(ui_lang)
+    if ended:
+        return f"⏱ **{t['time_up']}**" if deadline else ""
     if not deadline:
         return f"⏱ {t['untimed']}"
     left = seconds_left(deadline)
@@ -119,56 +81,87 @@ def countdown_text(deadline: str | None, ui_lang: str) -> str:
     return f"⏱ **{mm_ss(left)}** {t['left']}"
 
 
-def chat_from_state(state: dict) -> list[dict[str, str]]:
+def turn_label(turn: dict, ui_lang: str) -> str:
+    return (turn.get("labels") or {}).get(lang_key(ui_lang)) or turn.get("label", "")
+
+
+def chat_from_state(state: dict, ui_lang: str) -> list[dict[str, str]]:
+    """One message per turn, each opened by its label (第 2 题 · 追问 1)."""
+    t = tr(ui_lang)
     messages = []
     for turn in state["turns"]:
+        label = turn_label(turn, ui_lang)
+        head = f"**{label}**\n\n" if label else ""
         if turn["role"] == "interviewer":
-            messages.append({"role": "assistant", "content": turn["text"]})
+            messages.append({"role": "assistant", "content": head + turn["text"]})
         elif turn["kind"] == "skip":
-            messages.append({"role": "user", "content": "(skip)"})
+            messages.append({"role": "user", "content": head + t["skipped"]})
         else:
-            late = " ⏰" if turn["late"] else ""
-            messages.append({"role": "user", "content": turn["text"] + late})
+            late = f"\n\n⏰ {t['late']}" if turn["late"] else ""
+            messages.append({"role": "user", "content": head + turn["text"] + late})
     return messages
 
 
-def feedback_card(grade: dict, ui_lang: str) -> str:
-    t = _lang(ui_lang)
-    lines = [f"### {t['score']}: {grade['score']} / 10 · `{grade['grader']}`"]
+def feedback_card(result: dict, ui_lang: str) -> str:
+    t = tr(ui_lang)
+    grade = result["grade"]
+    en = lang_key(ui_lang) == "en"
+    label = (result.get("labels") or {}).get(lang_key(ui_lang), "")
+    head = f"#### {label} · {t['feedback']}\n\n" if label else ""
+    lines = [f"{head}**{t['score']}: {grade['score']} / 10** · `{grade['grader']}`"]
     if grade.get("flags"):
-        lines.append("flags: " + ", ".join(f"`{f}`" for f in grade["flags"]))
+        lines.append(" · ".join(flag_text(f, ui_lang) for f in grade["flags"]))
     lines.append("")
     for kp in grade["key_points"]:
-        text = kp["text_en"] if ui_lang == "English" and kp.get("text_en") else kp["text"]
+        text = kp["text_en"] if en and kp.get("text_en") else kp["text"]
         if kp["covered"]:
-            lines.append(f"- ✓ {text}" + (f" — “{kp['evidence']}”" if kp.get("evidence") else ""))
+            quote = f" — “{shorten(kp['evidence'], 160)}”" if kp.get("evidence") else ""
+            lines.append(f"- ✓ {text}{quote}")
         else:
             lines.append(f"- ✗ {text}")
     for m in grade.get("misconceptions", []):
         lines.append(f"- ⚠ {m['text']} → {m['correction']}")
     tests = grade.get("tests", [])
     if tests:
-        passed = sum(t["passed"] for t in tests)
+        passed = sum(bool(x["passed"]) for x in tests)
         lines += ["", f"**{t['tests']}: {passed}/{len(tests)}**"]
         for test in tests:
-            why = "" if test["passed"] else f" — `{test['message']}`"
-            lines.append(f"- {'✓' if test['passed'] else '✗'} {test['explain']}{why}")
+            explain = test.get("explain_en") if en and test.get("explain_en") else test["explain"]
+            why = "" if test["passed"] else f" — `{shorten(test.get('message', ''), 200)}`"
+            lines.append(f"- {'✓' if test['passed'] else '✗'} {explain}{why}")
     return "\n".join(lines)
 
 
-def report_table(report: dict) -> str:
+def report_status(report: dict, ui_lang: str) -> str:
+    t = tr(ui_lang)
+    status = t.get(f"status_{report['status']}", report["status"])
+    if report.get("end_reason"):
+        status += f" ({t.get('reason_' + report['end_reason'], report['end_reason'])})"
+    return t["overall"].format(score=report["overall_score"], status=status)
+
+
+def report_table(report: dict, ui_lang: str) -> str:
+    t = tr(ui_lang)
+    en = lang_key(ui_lang) == "en"
     lines = [
-        f"**Overall {report['overall_score']} / 10** · {report['status']}"
-        + (f" ({report['end_reason']})" if report.get("end_reason") else ""),
+        f"**{report_status(report, ui_lang)}**",
         "",
-        "| # | question | score | covered | missed |",
+        f"| {t['col_num']} | {t['col_question']} | {t['col_score']} | {t['col_covered']}"
+        f" | {t['col_missed']} |",
         "|---|---|---|---|---|",
     ]
     for q in report["questions"]:
-        missed = "; ".join(m["text"][:30] for m in q["missed"][:3])
-        lines.append(
-            f"| {q['number']} | {q['text'][:60]} | {q['score']} | {len(q['covered'])} | {missed} |"
+        text = q.get("text_en") if en and q.get("text_en") else q["text"]
+        missed = "; ".join(shorten(m["text"], 40) for m in q["missed"][:3])
+        tests = q.get("tests") or []
+        if tests:
+            passed = sum(bool(x.get("passed")) for x in tests)
+            missed = f"{t['col_tests']} {passed}/{len(tests)}" + (f"; {missed}" if missed else "")
+        row = (
+            f"| {q['number']} | {shorten(text, 90)} | {q['score']} | {len(q['covered'])}"
+            f" | {missed} |"
         )
+        lines.append(row.replace("\n", " "))
     return "\n".join(lines)
 
 
@@ -176,38 +169,124 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
     def client() -> SparringClient:
         return SparringClient(api_url, token)
 
+    def call(fn, *args, **kwargs):
+        c = client()
+        try:
+            return fn(c, *args, **kwargs)
+        finally:
+            c.close()
+
     def safe_info() -> dict[str, Any]:
         try:
-            c = client()
-            try:
-                return c.server_info()
-            finally:
-                c.close()
+            return call(lambda c: c.server_info())
         except ApiError:
-            return {
-                "areas": [],
-                "topics": [],
-                "companies": [],
-                "llm_configured": False,
-                "llm_model": None,
+            return {"llm_configured": False, "llm_model": None, "companies": []}
+
+    def options(companies: list[str] | None) -> dict[str, Any]:
+        try:
+            return call(lambda c: c.filter_options(companies))
+        except ApiError:
+            return {"companies": [], "areas": [], "topics": [], "total": 0}
+
+    def topic_choices(opts: dict, ui_lang: str) -> list[tuple[str, str]]:
+        en = lang_key(ui_lang) == "en"
+        t = tr(ui_lang)
+        areas = [
+            (f"{t['area_prefix']}: {a['name_en' if en else 'name_zh']} ({a['count']})", a["area"])
+            for a in opts["areas"]
+        ]
+        topics = [
+            (f"{x['name_en'] if en else x['topic']} ({x['count']})", x["topic"])
+            for x in opts["topics"]
+        ]
+        return areas + topics
+
+    def filter_note(opts: dict, companies_v, topics_v, ui_lang: str) -> str:
+        t = tr(ui_lang)
+        en = lang_key(ui_lang) == "en"
+        if not companies_v:
+            return t["filter_all"].format(n=opts["total"])
+        names = "、".join(companies_v) if not en else ", ".join(companies_v)
+        have = {a["area"] for a in opts["areas"]} | {x["topic"] for x in opts["topics"]}
+        missing = [x for x in topics_v or [] if x not in have]
+        if missing:
+            top = ", ".join(
+                f"{x['name_en'] if en else x['topic']} ({x['count']})" for x in opts["topics"][:8]
+            )
+            return "⚠️ " + t["filter_missing"].format(
+                companies=names, missing=", ".join(missing), available=top
+            )
+        return t["filter_company"].format(companies=names, n=opts["total"])
+
+    def report_views(session_id: str, ui_lang: str):
+        rep = call(lambda c: c.report(session_id))
+        md = call(lambda c: c.report_markdown(session_id, lang_key(ui_lang)))
+        en = lang_key(ui_lang) == "en"
+        names = {a["area"]: a["name_en" if en else "name_zh"] for a in options(None)["areas"]}
+        t = tr(ui_lang)
+        chart = pd.DataFrame(
+            {
+                t["axis_topic"]: [names.get(a, a) for a in rep["per_topic"]],
+                t["axis_score"]: list(rep["per_topic"].values()),
             }
+        )
+        path = os.path.join(
+            tempfile.mkdtemp(prefix="sparring-"), f"sparring-report-{session_id[:8]}.md"
+        )
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(md)
+        return report_table(rep, ui_lang), chart_update(chart, ui_lang), path
+
+    def chart_update(chart: pd.DataFrame, ui_lang: str):
+        t = tr(ui_lang)
+        return gr.update(
+            value=chart, x=t["axis_topic"], y=t["axis_score"], x_title=t["axis_topic"],
+            y_title=t["axis_score"],
+        )  # fmt: skip
+
+    def buttons(enabled: bool, coding: bool, clear: bool = False) -> list:
+        """The five buttons, the answer box and the code editor (shown for code questions)."""
+        fresh = {"value": ""} if clear else {}
+        return [
+            *[gr.update(interactive=enabled) for _ in BUTTONS],
+            gr.update(interactive=enabled, **fresh),
+            gr.update(interactive=enabled, visible=coding, **fresh),
+        ]
+
+    def question_views(state: dict | None, ui_lang: str):
+        """The contract and code editor when the open question grades code."""
+        current = (state or {}).get("current") or {}
+        coding = current.get("coding")
+        if not coding:
+            return gr.update(visible=False, value=""), False
+        en = lang_key(ui_lang) == "en"
+        text = coding.get("contract_en") if en and coding.get("contract_en") else coding["contract"]
+        signature = coding.get("signature") or coding.get("function", "")
+        md = f"**{tr(ui_lang)['contract']}:** `{signature}`\n\n{text}"
+        return gr.update(visible=True, value=md), True
 
     with gr.Blocks(title="Sparring") as demo:
         store = gr.BrowserState({"sid": None}, storage_key="sparring-session")
+        lang_store = gr.BrowserState("中文", storage_key="sparring-ui-lang")
         sid = gr.State(None)
         deadline = gr.State(None)
+        ended = gr.State(False)
+        short = gr.State(None)  # ?duration_seconds=N
         title = gr.Markdown(T["zh"]["title"])
-        ui_lang = gr.Radio(
-            ["中文", "English"], value="中文", label="界面 / Interface", elem_id="ui-lang"
-        )
+        ui_lang = gr.Radio(UI_LANGS, value="中文", label="界面 / Interface", elem_id="ui-lang")
         error = gr.Markdown(elem_id="error-box")
         with gr.Tabs(selected="setup") as tabs:
-            with gr.Tab(T["zh"]["setup"], id="setup") as tab_setup:
+            with gr.Tab(T["zh"]["setup"], id="setup", elem_id="tab-setup") as tab_setup:
                 mode = gr.Radio(
-                    ["interview", "practice", "review"], value="interview", label=T["zh"]["mode"]
+                    mode_choices("中文"), value="interview", label=T["zh"]["mode"], elem_id="mode"
                 )
-                companies = gr.Dropdown([], multiselect=True, label=T["zh"]["companies"])
-                topics = gr.Dropdown([], multiselect=True, label=T["zh"]["topics"])
+                companies = gr.Dropdown(
+                    [], multiselect=True, label=T["zh"]["companies"], elem_id="companies"
+                )
+                topics = gr.Dropdown(
+                    [], multiselect=True, label=T["zh"]["topics"], elem_id="topics"
+                )
+                filters_md = gr.Markdown(elem_id="filter-note")
                 difficulty = gr.CheckboxGroup([1, 2, 3], label=T["zh"]["difficulty"])
                 with gr.Row():
                     duration = gr.Slider(5, 120, value=30, step=5, label=T["zh"]["duration"])
@@ -215,111 +294,126 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                         1, 20, value=5, step=1, label=T["zh"]["questions"], elem_id="num-questions"
                     )
                 language = gr.Radio(
-                    ["zh", "en"],
+                    language_choices("中文"),
                     value="zh",
                     label=T["zh"]["language"],
                     elem_id="interviewer-language",
                 )
-                grader = gr.Radio(["auto", "rubric", "llm"], value="auto", label=T["zh"]["grader"])
-                llm_note = gr.Markdown()
+                grader = gr.Radio(
+                    grader_choices("中文", False), value="auto", label=T["zh"]["grader"]
+                )
+                llm_note = gr.Markdown(elem_id="llm-note")
                 start_btn = gr.Button(T["zh"]["start"], variant="primary", elem_id="start-btn")
-            with gr.Tab(T["zh"]["interview"], id="interview") as tab_interview:
+            with gr.Tab(T["zh"]["interview"], id="interview", elem_id="tab-interview") as tab_iv:
                 clock = gr.Markdown(elem_id="countdown")
-                chat = gr.Chatbot(height=420, latex_delimiters=LATEX, elem_id="chat")
+                chat = gr.Chatbot(
+                    height=460,
+                    show_label=False,
+                    latex_delimiters=LATEX,
+                    elem_id="chat",
+                    group_consecutive_messages=False,
+                    buttons=["copy"],
+                )
+                contract = gr.Markdown(visible=False, elem_id="contract")
+                code = gr.Code(
+                    language="python",
+                    lines=10,
+                    label=T["zh"]["code"],
+                    visible=False,
+                    interactive=True,
+                    elem_id="code-box",
+                )
                 answer = gr.Textbox(lines=5, label=T["zh"]["answer"], elem_id="answer-box")
                 with gr.Row():
                     submit_btn = gr.Button(
                         T["zh"]["submit"], variant="primary", elem_id="submit-btn"
                     )
-                    followup_btn = gr.Button(T["zh"]["followup"], elem_id="followup-btn")
+                    related_btn = gr.Button(T["zh"]["related"], elem_id="followup-btn")
                     hint_btn = gr.Button(T["zh"]["hint"], elem_id="hint-btn")
                     skip_btn = gr.Button(T["zh"]["skip"], elem_id="skip-btn")
                     end_btn = gr.Button(T["zh"]["end"], variant="stop", elem_id="end-btn")
                 feedback = gr.Markdown(latex_delimiters=LATEX, elem_id="feedback")
-                with gr.Accordion(T["zh"]["reference"], open=False) as ref_box:
+                with gr.Accordion(T["zh"]["reference"], open=True, elem_id="ref-box") as ref_box:
                     reference = gr.Markdown(latex_delimiters=LATEX, elem_id="reference")
-            with gr.Tab(T["zh"]["report"], id="report") as tab_report:
+            with gr.Tab(T["zh"]["report"], id="report", elem_id="tab-report") as tab_report:
                 report_md = gr.Markdown(latex_delimiters=LATEX, elem_id="report-table")
-                topic_chart = gr.BarPlot(x="topic", y="score", y_lim=[0, 10], elem_id="topic-chart")
-                download = gr.DownloadButton(T["zh"]["download"], elem_id="download-btn")
-            with gr.Tab(T["zh"]["history"], id="history") as tab_history:
-                refresh_btn = gr.Button(T["zh"]["refresh"], elem_id="refresh-btn")
-                sessions_df = gr.Dataframe(elem_id="sessions")
-                mastery_chart = gr.LinePlot(
-                    x="at", y="score", color="area", y_lim=[0, 10], elem_id="mastery"
+                topic_chart = gr.BarPlot(
+                    x=T["zh"]["axis_topic"],
+                    y=T["zh"]["axis_score"],
+                    y_lim=[0, 10],
+                    elem_id="topic-chart",
                 )
-                queue_df = gr.Dataframe(elem_id="review-queue")
+                download = gr.DownloadButton(T["zh"]["download"], elem_id="download-btn")
+            with gr.Tab(T["zh"]["history"], id="history", elem_id="tab-history") as tab_history:
+                refresh_btn = gr.Button(T["zh"]["refresh"], elem_id="refresh-btn")
+                mastery_title = gr.Markdown(T["zh"]["mastery_title"])
+                mastery_chart = gr.BarPlot(
+                    x=T["zh"]["axis_topic"],
+                    y=T["zh"]["axis_mastery"],
+                    y_lim=[0, 10],
+                    elem_id="mastery",
+                )
+                trend_title = gr.Markdown(T["zh"]["trend_title"])
+                trend_chart = gr.LinePlot(
+                    x=T["zh"]["axis_session"],
+                    y=T["zh"]["axis_score"],
+                    y_lim=[0, 10],
+                    elem_id="trend",
+                    visible=False,
+                )
+                sessions_md = gr.Markdown(elem_id="sessions")
+                queue_md = gr.Markdown(elem_id="review-queue")
         timer = gr.Timer(1.0)
+        widgets = [submit_btn, related_btn, hint_btn, skip_btn, end_btn, answer, code]
 
         # ----- handlers (sync: each runs in a worker thread and calls the API over HTTP) -----
 
-        def on_load(saved: dict | None, lang: str):
+        def on_load(saved: dict | None, saved_lang: str | None, request: gr.Request):
+            params = dict(request.query_params) if request else {}
+            lang = {"en": "English", "zh": "中文"}.get(params.get("lang", ""), saved_lang)
+            lang = lang if lang in UI_LANGS else "中文"
+            seconds = params.get("duration_seconds")
+            short_v = int(seconds) if seconds and seconds.isdigit() else None
             info = safe_info()
-            t = _lang(lang)
+            t = tr(lang)
             note = (
                 t["llm_yes"].format(model=info.get("llm_model"))
                 if info.get("llm_configured")
                 else t["llm_no"]
             )
-            updates = [
-                gr.update(choices=info.get("companies", [])),
-                gr.update(choices=info.get("areas", []) + info.get("topics", [])),
+            opts = options(None)
+            head = [
+                lang,
+                short_v,
+                gr.update(choices=[(f"{c['company']} ({c['count']})", c["company"])
+                                   for c in opts["companies"]]),
+                gr.update(choices=topic_choices(opts, lang)),
+                filter_note(opts, [], [], lang),
                 note,
-            ]
-            session_id = (saved or {}).get("sid")
+                gr.update(choices=grader_choices(lang, bool(info.get("llm_configured")))),
+            ]  # fmt: skip
+            session_id = params.get("session") or (saved or {}).get("sid")
+            nothing = (None, None, False, [], "", gr.update(), "", gr.update(), gr.update(),
+                       gr.update(visible=False), *buttons(True, False))  # fmt: skip
             if not session_id:
-                return (*updates, None, None, [], "", gr.update(), "", "", None, gr.update())
+                return (*head, *nothing)
             try:
-                c = client()
-                state = c.state(session_id)
-                rep = c.report(session_id) if state["status"] == "ended" else None
-                c.close()
+                state = call(lambda c: c.state(session_id))
             except ApiError:
-                return (*updates, None, None, [], "", gr.update(), "", "", None, gr.update())
-            if rep is not None:
-                table, chart, path = _report_views(session_id, rep)
-                return (
-                    *updates,
-                    session_id,
-                    state["deadline"],
-                    chat_from_state(state),
-                    "",
-                    gr.Tabs(selected="report"),
-                    table,
-                    "",
-                    chart,
-                    path,
-                )
-            return (
-                *updates,
-                session_id,
-                state["deadline"],
-                chat_from_state(state),
-                countdown_text(state["deadline"], lang),
-                gr.Tabs(selected="interview"),
-                "",
-                "",
-                None,
-                gr.update(),
-            )
+                return (*head, *nothing)
+            contract_u, coding = question_views(state, lang)
+            if state["status"] == "ended":
+                table, chart, path = report_views(session_id, lang)
+                return (*head, session_id, state["deadline"], True, chat_from_state(state, lang),
+                        countdown_text(state["deadline"], lang, ended=True),
+                        gr.Tabs(selected="report"), table, chart, path, contract_u,
+                        *buttons(False, False))  # fmt: skip
+            return (*head, session_id, state["deadline"], False, chat_from_state(state, lang),
+                    countdown_text(state["deadline"], lang), gr.Tabs(selected="interview"), "",
+                    gr.update(), gr.update(), contract_u, *buttons(True, coding))  # fmt: skip
 
-        def _report_views(session_id: str, rep: dict):
-            chart = pd.DataFrame(
-                {"topic": list(rep["per_topic"]), "score": list(rep["per_topic"].values())}
-            )
-            c = client()
-            md = c.report_markdown(session_id)
-            c.close()
-            path = os.path.join(
-                tempfile.mkdtemp(prefix="sparring-"), f"sparring-report-{session_id[:8]}.md"
-            )
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(md)
-            return report_table(rep), chart, path
-
-        def on_start(
-            mode_v, companies_v, topics_v, diff_v, duration_v, n_v, language_v, grader_v, lang
-        ):
+        def on_start(mode_v, companies_v, topics_v, diff_v, duration_v, n_v, language_v,
+                     grader_v, lang, short_v):  # fmt: skip
             body = {
                 "mode": mode_v,
                 "companies": companies_v or [],
@@ -330,258 +424,286 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 "language": language_v,
                 "grader": grader_v,
             }
+            if short_v and mode_v == "interview":
+                body["duration_seconds"] = int(short_v)
             try:
-                c = client()
-                created = c.start(**body)
-                state = c.state(created["id"])
-                c.close()
+                created = call(lambda c: c.start(**body))
+                state = call(lambda c: c.state(created["id"]))
             except ApiError as exc:
-                return (
-                    f"⚠️ {exc}",
-                    gr.update(),
-                    gr.update(),
-                    gr.update(),
-                    gr.update(),
-                    gr.update(),
-                    gr.update(),
-                    "",
-                )
+                available = ""
+                if exc.code == "no_questions" and companies_v:
+                    opts = options(companies_v)
+                    available = filter_note(opts, companies_v, topics_v, lang) + " "
+                msg = error_sentence(exc.code, exc.status, exc.message, lang, available)
+                return (f"⚠️ {msg}", *[gr.update()] * 18)
+            contract_u, coding = question_views(state, lang)
             return (
                 "",
                 created["id"],
                 created["deadline"],
+                False,
                 {"sid": created["id"]},
-                chat_from_state(state),
+                chat_from_state(state, lang),
                 countdown_text(created["deadline"], lang),
                 gr.Tabs(selected="interview"),
-                "",
+                "",  # feedback of the last interview
+                "",  # its reference answer
+                contract_u,
+                gr.update(label=tr(lang)["reference"]),
+                *buttons(True, coding, clear=True),  # and its draft
             )
 
         def after_action(session_id: str, result: dict | None, lang: str):
             """Re-render from the server's state; jump to the report when the interview is over."""
-            c = client()
-            state = c.state(session_id)
-            c.close()
-            grade = (result or {}).get("grade")
-            card = feedback_card(grade, lang) if grade else gr.update()
-            ref = grade.get("reference_answer", "") if grade else gr.update()
+            t = tr(lang)
+            state = call(lambda c: c.state(session_id))
+            contract_u, coding = question_views(state, lang)
+            card, ref, ref_label = gr.update(), gr.update(), gr.update()
+            if result and result.get("grade"):
+                card = feedback_card(result, lang)
+                label = (result.get("labels") or {}).get(lang_key(lang), "")
+                if result["grade"].get("reference_answer"):
+                    ref = result["grade"]["reference_answer"]
+                    ref_label = gr.update(label=t["reference_for"].format(label=label))
+                else:
+                    ref, ref_label = t["reference_wait"], gr.update(label=t["reference"])
             if state["status"] == "ended":
-                rep = (
-                    c.report(session_id)
-                    if False
-                    else SparringClient(api_url, token).report(session_id)
-                )
-                table, chart, path = _report_views(session_id, rep)
-                return (
-                    "",
-                    chat_from_state(state),
-                    card,
-                    ref,
-                    "",
-                    gr.Tabs(selected="report"),
-                    table,
-                    chart,
-                    path,
-                )
-            return (
-                "",
-                chat_from_state(state),
-                card,
-                ref,
-                gr.update(value=""),
-                gr.update(),
-                gr.update(),
-                gr.update(),
-                gr.update(),
-            )
+                table, chart, path = report_views(session_id, lang)
+                return ("", chat_from_state(state, lang), card, ref, ref_label, True,
+                        countdown_text(state["deadline"], lang, ended=True),
+                        gr.Tabs(selected="report"), table, chart, path, contract_u,
+                        *buttons(False, False, clear=True))  # fmt: skip
+            return ("", chat_from_state(state, lang), card, ref, ref_label, False, gr.update(),
+                    gr.update(), gr.update(), gr.update(), gr.update(), contract_u,
+                    *buttons(True, coding, clear=True))  # fmt: skip
 
         def act(kind: str):
-            def handler(session_id, text, lang):
-                t = _lang(lang)
+            def handler(session_id, text, code_v, lang):
+                t = tr(lang)
                 if not session_id:
-                    return (f"⚠️ {t['no_session']}", *[gr.update()] * 8)
+                    return (f"⚠️ {t['no_session']}", *[gr.update()] * 18)
                 try:
-                    c = client()
                     if kind == "answer":
-                        if not (text or "").strip():
-                            c.close()
-                            return (
-                                "⚠️ "
-                                + (
-                                    "请先输入回答。"
-                                    if lang != "English"
-                                    else "Type an answer first."
-                                ),
-                                *[gr.update()] * 8,
-                            )
-                        result = c.answer(session_id, text)
+                        body = (text or "").strip()
+                        if (code_v or "").strip():
+                            body = f"{body}\n\n```python\n{code_v.rstrip()}\n```".strip()
+                        if not body:
+                            return (f"⚠️ {t['type_first']}", *[gr.update()] * 18)
+                        result = call(lambda c: c.answer(session_id, body))
                     elif kind == "skip":
-                        result = c.skip(session_id)
+                        result = call(lambda c: c.skip(session_id))
                     elif kind == "hint":
-                        c.hint(session_id)
+                        call(lambda c: c.hint(session_id))
                         result = None
-                    elif kind == "followup":
-                        c.followup(session_id)
+                    elif kind == "related":
+                        call(lambda c: c.followup(session_id))
                         result = None
                     else:
-                        c.end(session_id)
+                        call(lambda c: c.end(session_id))
                         result = None
-                    c.close()
                 except ApiError as exc:
-                    return (f"⚠️ {exc}", *[gr.update()] * 8)
-                return after_action(session_id, result, lang)
+                    msg = error_sentence(exc.code, exc.status, exc.message, lang)
+                    if exc.code in ("session_ended", "time_up"):
+                        out = after_action(session_id, None, lang)
+                        return (f"⚠️ {msg}", *out[1:])
+                    return (f"⚠️ {msg}", *[gr.update()] * 18)
+                out = after_action(session_id, result, lang)
+                if kind == "hint":  # keep the draft: nothing was answered
+                    out = (*out[:-2], gr.update(), gr.update())
+                elif kind == "answer" and result["next"]["kind"] == "probe":
+                    out = (*out[:-1], gr.update())  # the code stays for the follow-up
+                return out
 
             return handler
 
-        def on_tick(session_id, deadline_v, lang):
-            return countdown_text(deadline_v, lang) if session_id else ""
+        def on_tick(session_id, deadline_v, ended_v, lang):
+            """The server owns the clock; at the deadline the UI asks it and shows the report."""
+            idle = (gr.update(), *[gr.update()] * 14)
+            if not session_id:
+                return ("", *idle[1:])
+            if ended_v or not deadline_v or seconds_left(deadline_v) > 0:
+                return (countdown_text(deadline_v, lang, ended=ended_v), *idle[1:])
+            try:
+                out = after_action(session_id, None, lang)
+            except ApiError:
+                return (countdown_text(deadline_v, lang), *idle[1:])
+            if out[5] is not True:  # the server's clock has not run out yet
+                return (countdown_text(deadline_v, lang), *idle[1:])
+            # after_action: error, chat, card, ref, ref_label, ended, clock, tabs, table, chart,
+            # path, contract, 5 buttons, answer, code
+            return (out[6], out[1], out[5], out[7], out[8], out[9], out[10], out[11], *out[12:])
 
         def on_refresh(lang):
+            t = tr(lang)
+            en = lang_key(lang) == "en"
             try:
-                c = client()
-                prog = c.progress()
-                c.close()
+                prog = call(lambda c: c.progress())
             except ApiError as exc:
-                return f"⚠️ {exc}", gr.update(), gr.update(), gr.update()
-            sessions = pd.DataFrame(
-                prog["sessions"] or [],
-                columns=["id", "mode", "status", "created_at", "questions", "average"],
+                msg = error_sentence(exc.code, exc.status, exc.message, lang)
+                return (f"⚠️ {msg}", *[gr.update()] * 4)
+            names = {a["area"]: a["name_en" if en else "name_zh"] for a in options(None)["areas"]}
+            mastery = pd.DataFrame(
+                {
+                    t["axis_topic"]: [names.get(m["area"], m["area"]) for m in prog["mastery"]],
+                    t["axis_mastery"]: [m["mastery"] for m in prog["mastery"]],
+                }
             )
+            done = [s for s in prog["sessions"] if s.get("average") is not None]
+            trend = pd.DataFrame(
+                {
+                    t["axis_session"]: [
+                        f"{i} · {readable_time(s['created_at'])[5:16]}"
+                        for i, s in enumerate(done, start=1)
+                    ],
+                    t["axis_score"]: [s["average"] for s in done],
+                }
+            )
+            if not prog["sessions"]:
+                return (
+                    "",
+                    gr.update(value=mastery),
+                    gr.update(visible=False),
+                    t["no_history"],
+                    "",
+                )
             rows = [
-                {"at": h["at"], "score": h["score"], "area": m["area"]}
-                for m in prog["mastery"]
-                for h in m["history"]
+                t["sessions_title"],
+                "",
+                f"| {t['col_when']} | {t['col_question']} | {t['col_mode']} | {t['col_status']}"
+                f" | {t['col_count']} | {t['col_avg']} | {t['col_open']} |",
+                "|---|---|---|---|---|---|---|",
             ]
-            mastery = pd.DataFrame(rows or [], columns=["at", "score", "area"])
-            queue = pd.DataFrame(
-                [
-                    {
-                        "question": q["text"][:60],
-                        "area": q["area"],
-                        "due": q["due"],
-                        "due now": q["is_due"],
-                        "last score": q["last_score"],
-                    }
-                    for q in prog["review_queue"]
-                ]
-                or [],
-                columns=["question", "area", "due", "due now", "last score"],
-            )
-            return "", sessions, mastery, queue
+            for s in reversed(prog["sessions"]):
+                title = s.get("title_en") if en and s.get("title_en") else s.get("title", "")
+                status = t.get(f"status_{s['status']}", s["status"])
+                if s.get("end_reason"):
+                    status += f" ({t.get('reason_' + s['end_reason'], s['end_reason'])})"
+                avg = "—" if s["average"] is None else s["average"]
+                link = f"[{t['open_report']}](?session={s['id']}&lang={lang_key(lang)})"
+                rows.append(
+                    f"| {readable_time(s['created_at'])} | {shorten(title, 50)} "
+                    f"| {t.get('mode_' + s['mode'], s['mode'])} | {status} | {s['questions']} "
+                    f"| {avg} | {link} |"
+                )
+            queue = [
+                t["queue_title"],
+                "",
+                f"| {t['col_question']} | {t['col_area']} | {t['col_due']} | {t['col_due_now']}"
+                f" | {t['col_last']} |",
+                "|---|---|---|---|---|",
+            ]
+            for q in prog["review_queue"][:20]:
+                queue.append(
+                    f"| {shorten(q['text'], 50)} | {names.get(q['area'], q['area'])} "
+                    f"| {readable_time(q['due'])} | {t['yes'] if q['is_due'] else t['no']} "
+                    f"| {q['last_score']} |"
+                )
+            trend_u = (
+                gr.update(value=trend, visible=True, x=t["axis_session"], y=t["axis_score"],
+                          x_title=t["axis_session"], y_title=t["axis_score"])
+                if len(done) >= 2 else gr.update(visible=False)
+            )  # fmt: skip
+            mastery_u = gr.update(value=mastery, x=t["axis_topic"], y=t["axis_mastery"],
+                                  x_title=t["axis_topic"], y_title=t["axis_mastery"])  # fmt: skip
+            return "", mastery_u, trend_u, "\n".join(rows), "\n".join(queue)
 
-        def on_lang(lang):
-            t = _lang(lang)
+        def on_lang(lang, companies_v, topics_v, session_id, ended_v, deadline_v):
+            t = tr(lang)
+            info = safe_info()
+            opts = options(companies_v)
+            chat_u = gr.update()
+            if session_id:
+                with contextlib.suppress(ApiError):
+                    chat_u = chat_from_state(call(lambda c: c.state(session_id)), lang)
             return (
+                lang,
                 t["title"],
                 gr.update(label=t["setup"]),
                 gr.update(label=t["interview"]),
                 gr.update(label=t["report"]),
                 gr.update(label=t["history"]),
-                gr.update(label=t["mode"]),
+                gr.update(label=t["mode"], choices=mode_choices(lang)),
                 gr.update(label=t["companies"]),
-                gr.update(label=t["topics"]),
+                gr.update(label=t["topics"], choices=topic_choices(opts, lang)),
+                filter_note(opts, companies_v, topics_v, lang),
                 gr.update(label=t["difficulty"]),
                 gr.update(label=t["duration"]),
                 gr.update(label=t["questions"]),
-                gr.update(label=t["language"]),
-                gr.update(label=t["grader"]),
+                gr.update(label=t["language"], choices=language_choices(lang)),
+                gr.update(
+                    label=t["grader"],
+                    choices=grader_choices(lang, bool(info.get("llm_configured"))),
+                ),
+                t["llm_yes"].format(model=info.get("llm_model"))
+                if info.get("llm_configured")
+                else t["llm_no"],
                 gr.update(value=t["start"]),
                 gr.update(label=t["answer"]),
+                gr.update(label=t["code"]),
                 gr.update(value=t["submit"]),
-                gr.update(value=t["followup"]),
+                gr.update(value=t["related"]),
                 gr.update(value=t["hint"]),
                 gr.update(value=t["skip"]),
                 gr.update(value=t["end"]),
                 gr.update(label=t["reference"]),
                 gr.update(label=t["download"]),
                 gr.update(value=t["refresh"]),
+                t["mastery_title"],
+                t["trend_title"],
+                chat_u,
+                countdown_text(deadline_v, lang, ended=bool(ended_v)) if session_id else "",
             )
 
-        action_outputs = [
-            error,
-            chat,
-            feedback,
-            reference,
-            answer,
-            tabs,
-            report_md,
-            topic_chart,
-            download,
-        ]
         demo.load(
             on_load,
-            inputs=[store, ui_lang],
-            outputs=[
-                companies,
-                topics,
-                llm_note,
-                sid,
-                deadline,
-                chat,
-                clock,
-                tabs,
-                report_md,
-                feedback,
-                topic_chart,
-                download,
-            ],
-        )
+            inputs=[store, lang_store],
+            outputs=[ui_lang, short, companies, topics, filters_md, llm_note, grader, sid,
+                     deadline, ended, chat, clock, tabs, report_md, topic_chart, download,
+                     contract, *widgets],
+        )  # fmt: skip
         start_btn.click(
             on_start,
-            inputs=[
-                mode,
-                companies,
-                topics,
-                difficulty,
-                duration,
-                num_questions,
-                language,
-                grader,
-                ui_lang,
-            ],
-            outputs=[error, sid, deadline, store, chat, clock, tabs, feedback],
-        )
-        submit_btn.click(act("answer"), inputs=[sid, answer, ui_lang], outputs=action_outputs)
-        skip_btn.click(act("skip"), inputs=[sid, answer, ui_lang], outputs=action_outputs)
-        hint_btn.click(act("hint"), inputs=[sid, answer, ui_lang], outputs=action_outputs)
-        followup_btn.click(act("followup"), inputs=[sid, answer, ui_lang], outputs=action_outputs)
-        end_btn.click(act("end"), inputs=[sid, answer, ui_lang], outputs=action_outputs)
+            inputs=[mode, companies, topics, difficulty, duration, num_questions, language,
+                    grader, ui_lang, short],
+            outputs=[error, sid, deadline, ended, store, chat, clock, tabs, feedback, reference,
+                     contract, ref_box, *widgets],
+        )  # fmt: skip
+        action_outputs = [error, chat, feedback, reference, ref_box, ended, clock, tabs,
+                          report_md, topic_chart, download, contract, *widgets]  # fmt: skip
+        for btn, kind in ((submit_btn, "answer"), (skip_btn, "skip"), (hint_btn, "hint"),
+                          (related_btn, "related"), (end_btn, "end")):  # fmt: skip
+            btn.click(act(kind), inputs=[sid, answer, code, ui_lang], outputs=action_outputs)
         timer.tick(
-            on_tick, inputs=[sid, deadline, ui_lang], outputs=[clock], show_progress="hidden"
+            on_tick,
+            inputs=[sid, deadline, ended, ui_lang],
+            outputs=[clock, chat, ended, tabs, report_md, topic_chart, download, contract,
+                     *widgets],
+            show_progress="hidden",
+        )  # fmt: skip
+
+        def on_filters(companies_v, topics_v, lang):
+            opts = options(companies_v)
+            have = {a["area"] for a in opts["areas"]} | {x["topic"] for x in opts["topics"]}
+            # Keep only choices that still exist; the note names the dropped ones.
+            kept = [x for x in topics_v or [] if x in have]
+            return (
+                gr.update(choices=topic_choices(opts, lang), value=kept),
+                filter_note(opts, companies_v, topics_v, lang),
+            )
+
+        companies.change(
+            on_filters, inputs=[companies, topics, ui_lang], outputs=[topics, filters_md]
         )
-        refresh_btn.click(
-            on_refresh, inputs=[ui_lang], outputs=[error, sessions_df, mastery_chart, queue_df]
-        )
-        tab_history.select(
-            on_refresh, inputs=[ui_lang], outputs=[error, sessions_df, mastery_chart, queue_df]
-        )
+        history_outputs = [error, mastery_chart, trend_chart, sessions_md, queue_md]
+        refresh_btn.click(on_refresh, inputs=[ui_lang], outputs=history_outputs)
+        tab_history.select(on_refresh, inputs=[ui_lang], outputs=history_outputs)
         ui_lang.change(
             on_lang,
-            inputs=[ui_lang],
-            outputs=[
-                title,
-                tab_setup,
-                tab_interview,
-                tab_report,
-                tab_history,
-                mode,
-                companies,
-                topics,
-                difficulty,
-                duration,
-                num_questions,
-                language,
-                grader,
-                start_btn,
-                answer,
-                submit_btn,
-                followup_btn,
-                hint_btn,
-                skip_btn,
-                end_btn,
-                ref_box,
-                download,
-                refresh_btn,
-            ],
-        )
+            inputs=[ui_lang, companies, topics, sid, ended, deadline],
+            outputs=[lang_store, title, tab_setup, tab_iv, tab_report, tab_history, mode,
+                     companies, topics, filters_md, difficulty, duration, num_questions, language,
+                     grader, llm_note, start_btn, answer, code, submit_btn, related_btn, hint_btn,
+                     skip_btn, end_btn, ref_box, download, refresh_btn, mastery_title,
+                     trend_title, chat, clock],
+        )  # fmt: skip
     return demo

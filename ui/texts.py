@@ -1,0 +1,288 @@
+"""Every string the UI shows, in zh and en, and API errors turned into sentences with what to do."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+T: dict[str, dict[str, str]] = {
+    "zh": {
+        "title": "# Sparring · RL / 后训练模拟面试",
+        "setup": "设置",
+        "interview": "面试",
+        "report": "报告",
+        "history": "历史",
+        "mode": "模式",
+        "companies": "公司",
+        "topics": "主题（括号里是题数）",
+        "difficulty": "难度",
+        "duration": "时长（分钟）",
+        "questions": "题目数",
+        "language": "面试官语言",
+        "grader": "评分器",
+        "start": "开始面试",
+        "answer": "你的回答（Ctrl+Enter 提交）",
+        "code": "代码（Python，Tab 缩进）",
+        "contract": "要实现的函数",
+        "submit": "提交回答",
+        "related": "换个相关问题",
+        "hint": "提示（本题得分上限 −2.5）",
+        "skip": "跳过",
+        "end": "结束面试",
+        "reference": "参考答案",
+        "reference_for": "参考答案 · {label}",
+        "reference_wait": "参考答案会在本题（含追问）结束后显示。",
+        "download": "下载 Markdown 报告",
+        "refresh": "刷新历史",
+        "untimed": "不计时",
+        "left": "剩余",
+        "time_up": "时间到，面试已结束",
+        "score": "得分",
+        "feedback": "反馈",
+        "tests": "隐藏测试通过",
+        "no_session": "还没有进行中的面试，请在“设置”页开始。",
+        "type_first": "请先输入回答（文字或代码）。",
+        "llm_yes": "已配置 LLM：{model}",
+        "llm_no": "未配置 LLM，使用离线评分标准（rubric）评分。",
+        "mode_interview": "计时面试",
+        "mode_practice": "自由练习",
+        "mode_review": "弱项复习",
+        "lang_zh": "中文",
+        "lang_en": "English",
+        "grader_auto": "自动",
+        "grader_rubric": "评分标准（离线）",
+        "grader_llm": "LLM",
+        "overall": "总分 {score} / 10 · {status}",
+        "status_ended": "已结束",
+        "status_active": "进行中",
+        "reason_time": "时间到",
+        "reason_done": "题目答完",
+        "reason_exhausted": "题库用尽",
+        "reason_manual": "手动结束",
+        "col_num": "#",
+        "col_question": "题目",
+        "col_score": "得分",
+        "col_covered": "答到",
+        "col_missed": "漏掉的要点",
+        "col_tests": "测试",
+        "axis_topic": "领域",
+        "axis_score": "得分（0–10）",
+        "axis_mastery": "掌握度（0–10）",
+        "axis_session": "场次",
+        "area_prefix": "领域",
+        "sessions_title": "### 历次面试",
+        "mastery_title": "### 各领域掌握度",
+        "trend_title": "### 趋势",
+        "trend_wait": "完成两场以上后显示趋势。",
+        "queue_title": "### 复习队列",
+        "col_when": "时间",
+        "col_mode": "模式",
+        "col_status": "状态",
+        "col_count": "题数",
+        "col_avg": "平均分",
+        "col_open": "报告",
+        "open_report": "打开报告",
+        "col_area": "领域",
+        "col_due": "到期",
+        "col_due_now": "现在该复习",
+        "col_last": "上次得分",
+        "yes": "是",
+        "no": "否",
+        "no_history": "还没有记录：完成一场面试后这里会显示进度。",
+        "filter_all": "题库共 {n} 道题。",
+        "filter_company": "{companies} 共有 {n} 道题，主题列表只显示这些公司问过的。",
+        "filter_missing": "{companies} 没有问过：{missing}。可选的主题有：{available}。",
+        "skipped": "（跳过）",
+        "late": "（超时提交）",
+        "flag_late": "超时",
+        "flag_hint_used": "用了提示",
+        "flag_skipped": "跳过",
+        "flag_off_topic": "离题",
+        "flag_no_code": "没有代码",
+        "flag_code_error": "代码出错",
+        "flag_injection": "含指令注入",
+        "flag_unanswered": "未作答",
+        "flag_hedged": "含糊其辞",
+        "flag_denied": "否定了要点",
+        "flag_keyword_list": "只列关键词",
+        "flag_repetition": "重复堆砌",
+        "flag_code_not_run": "代码没有运行",
+        "flag_signature_mismatch": "函数签名不符",
+        "flag_llm_answer_cut": "回答被截断后评分",
+    },
+    "en": {
+        "title": "# Sparring · RL / post-training mock interviews",
+        "setup": "Setup",
+        "interview": "Interview",
+        "report": "Report",
+        "history": "History",
+        "mode": "Mode",
+        "companies": "Companies",
+        "topics": "Topics (question count in brackets)",
+        "difficulty": "Difficulty",
+        "duration": "Duration (minutes)",
+        "questions": "Questions",
+        "language": "Interviewer language",
+        "grader": "Grader",
+        "start": "Start interview",
+        "answer": "Your answer (Ctrl+Enter submits)",
+        "code": "Code (Python, Tab indents)",
+        "contract": "Function to write",
+        "submit": "Submit answer",
+        "related": "Related question",
+        "hint": "Hint (caps this question at −2.5)",
+        "skip": "Skip",
+        "end": "End interview",
+        "reference": "Reference answer",
+        "reference_for": "Reference answer · {label}",
+        "reference_wait": "The reference answer shows once this question and its follow-ups are done.",
+        "download": "Download Markdown report",
+        "refresh": "Refresh history",
+        "untimed": "untimed",
+        "left": "left",
+        "time_up": "Time is up; the interview is over",
+        "score": "Score",
+        "feedback": "Feedback",
+        "tests": "Hidden tests passed",
+        "no_session": "No interview is running; start one on the Setup screen.",
+        "type_first": "Type an answer (text or code) first.",
+        "llm_yes": "LLM configured: {model}",
+        "llm_no": "No LLM configured: the offline rubric grader is used.",
+        "mode_interview": "Timed interview",
+        "mode_practice": "Practice",
+        "mode_review": "Review weak topics",
+        "lang_zh": "中文",
+        "lang_en": "English",
+        "grader_auto": "Automatic",
+        "grader_rubric": "Rubric (offline)",
+        "grader_llm": "LLM",
+        "overall": "Overall {score} / 10 · {status}",
+        "status_ended": "ended",
+        "status_active": "running",
+        "reason_time": "time is up",
+        "reason_done": "all questions asked",
+        "reason_exhausted": "no questions left",
+        "reason_manual": "ended by you",
+        "col_num": "#",
+        "col_question": "Question",
+        "col_score": "Score",
+        "col_covered": "Covered",
+        "col_missed": "Missed points",
+        "col_tests": "Tests",
+        "axis_topic": "Area",
+        "axis_score": "Score (0–10)",
+        "axis_mastery": "Mastery (0–10)",
+        "axis_session": "Session",
+        "area_prefix": "Area",
+        "sessions_title": "### Past interviews",
+        "mastery_title": "### Mastery per area",
+        "trend_title": "### Trend",
+        "trend_wait": "The trend shows after two or more sessions.",
+        "queue_title": "### Review queue",
+        "col_when": "When",
+        "col_mode": "Mode",
+        "col_status": "Status",
+        "col_count": "Questions",
+        "col_avg": "Average",
+        "col_open": "Report",
+        "open_report": "Open report",
+        "col_area": "Area",
+        "col_due": "Due",
+        "col_due_now": "Due now",
+        "col_last": "Last score",
+        "yes": "yes",
+        "no": "no",
+        "no_history": "Nothing yet: your progress shows here after your first interview.",
+        "filter_all": "The bank holds {n} questions.",
+        "filter_company": "{companies}: {n} questions; the topic list shows only what they asked.",
+        "filter_missing": "{companies} never asked about: {missing}. Topics you can pick: {available}.",
+        "skipped": "(skipped)",
+        "late": "(sent after time was up)",
+        "flag_late": "late",
+        "flag_hint_used": "hint used",
+        "flag_skipped": "skipped",
+        "flag_off_topic": "off topic",
+        "flag_no_code": "no code",
+        "flag_code_error": "code error",
+        "flag_injection": "instructions in the answer",
+        "flag_unanswered": "not answered",
+        "flag_hedged": "hedged",
+        "flag_denied": "denied a point",
+        "flag_keyword_list": "bare keyword list",
+        "flag_repetition": "repetition",
+        "flag_code_not_run": "code not run",
+        "flag_signature_mismatch": "signature does not match",
+        "flag_llm_answer_cut": "answer cut before grading",
+    },
+}
+
+ERRORS: dict[str, dict[str, str]] = {
+    "zh": {
+        "session_ended": "这场面试已经结束。请到“报告”页查看结果，或在“设置”页开始新的面试。",
+        "time_up": "时间到了，这场面试已结束。报告已经生成，请到“报告”页查看。",
+        "no_questions": "没有符合这些条件的题目。{available}请放宽条件（公司、主题、难度）后再开始。",
+        "no_followup": "这道题没有可换的相关问题了。请回答当前问题，或点“跳过”。",
+        "grader_unavailable": "服务器没有配置 LLM。请选择评分器“自动”或“评分标准（离线）”。",
+        "nothing_to_review": "还没有可复习的题目。先完成一场面试或练习，再来复习。",
+        "not_found": "找不到这场面试（可能属于其他用户或数据已清空）。请在“设置”页开始新的面试。",
+        "unreachable": "连不上 Sparring 服务器。请确认服务器正在运行，然后刷新页面重试。",
+        "busy": "服务器正忙，请过几秒再试。",
+        "answer_too_long": "回答太长了，请删减后再提交。",
+        "question_removed": "这道题已不在题库里。请点“跳过”或开始新的面试。",
+        "other": "出错了：{message}。请重试；如果一直出错，请刷新页面。",
+    },
+    "en": {
+        "session_ended": "This interview has ended. See the Report tab, or start a new one on Setup.",
+        "time_up": "Time is up and the interview is over. Your report is on the Report tab.",
+        "no_questions": "No question matches these filters. {available}Widen them (companies, "
+        "topics, difficulty) and start again.",
+        "no_followup": "No related question is left for this one. Answer it, or press Skip.",
+        "grader_unavailable": "No LLM is configured on the server. Choose the Automatic or "
+        "Rubric grader.",
+        "nothing_to_review": "Nothing to review yet. Finish an interview or a practice session "
+        "first.",
+        "not_found": "This interview cannot be found (another user's, or the data was reset). "
+        "Start a new one on Setup.",
+        "unreachable": "Cannot reach the Sparring server. Check that it is running, then reload.",
+        "busy": "The server is busy; try again in a few seconds.",
+        "answer_too_long": "The answer is too long; shorten it and submit again.",
+        "question_removed": "This question is no longer in the bank. Skip it or start a new "
+        "interview.",
+        "other": "Something went wrong: {message}. Try again; reload the page if it persists.",
+    },
+}
+
+
+def lang_key(ui_lang: str | None) -> str:
+    return "en" if ui_lang in ("English", "en") else "zh"
+
+
+def tr(ui_lang: str | None) -> dict[str, str]:
+    return T[lang_key(ui_lang)]
+
+
+def error_sentence(code: str, status: int, message: str, ui_lang: str, available: str = "") -> str:
+    errors = ERRORS[lang_key(ui_lang)]
+    if status in (429, 503):
+        return errors["busy"]
+    if code in errors:
+        return errors[code].format(available=available, message=message)
+    if "too long" in message or code in ("answer_too_large", "too_large"):
+        return errors["answer_too_long"]
+    return errors["other"].format(message=message)
+
+
+def readable_time(iso: str | None) -> str:
+    """'2026-12-01 13:05 UTC' from an ISO timestamp (no microseconds, no 'T')."""
+    if not iso:
+        return "—"
+    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return when.strftime("%Y-%m-%d %H:%M") + (" UTC" if when.utcoffset() is not None else "")
+
+
+def flag_text(flag: str, ui_lang: str) -> str:
+    return tr(ui_lang).get(f"flag_{flag}", flag)
+
+
+def shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

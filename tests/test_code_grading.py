@@ -25,6 +25,8 @@ def compute_gae(rewards, values, dones, gamma, lam):
 λ=0 退化成单步 TD，λ=1 是 MC 回报减 V，用 λ 权衡偏差和方差。"""
 # The common bug: the episode boundary is ignored, so advantage leaks across episodes.
 LEAKY = RIGHT.replace("alive = 1.0 - dones[t]", "alive = 1.0")
+# λ forgotten in the recursion: the (γλ)^l exponential sum is wrong even without any termination.
+NO_LAMBDA = RIGHT.replace("gamma * lam * alive * running", "gamma * alive * running")
 
 
 def grade(client, answer: str, qid: str = QID) -> dict:
@@ -45,15 +47,25 @@ def test_right_code_passes_every_hidden_test_and_covers_its_points(alice):
 
 
 def test_a_bug_fails_the_test_that_targets_it_and_costs_the_point(alice):
-    right, leaky = grade(alice, RIGHT), grade(alice, LEAKY)
-    failed = {t["name"] for t in leaky["tests"] if not t["passed"]}
-    assert "done_stops_bootstrap" in failed
-    assert "lambda_zero_is_td_error" not in failed
-    points = {kp["id"]: kp for kp in leaky["key_points"]}
+    right, wrong = grade(alice, RIGHT), grade(alice, NO_LAMBDA)
+    failed = {t["name"] for t in wrong["tests"] if not t["passed"]}
+    assert "exponential_weights_of_residuals" in failed and "single_step" not in failed
+    points = {kp["id"]: kp for kp in wrong["key_points"]}
     assert not points["exponential-sum"]["covered"]  # the prose says it; the code shows otherwise
-    assert leaky["score"] < right["score"]
-    message = next(t["message"] for t in leaky["tests"] if t["name"] == "done_stops_bootstrap")
+    assert wrong["score"] < right["score"]
+    message = next(t["message"] for t in wrong["tests"] if t["name"] == "typical_gamma_lambda")
     assert "wrong values" in message
+
+
+def test_a_key_point_is_decided_only_by_the_cases_that_isolate_it(alice):
+    """Ignoring episode ends fails the termination cases, which are reported; the exponential sum
+    is mapped only to cases without a termination, so the point stays covered."""
+    leaky = grade(alice, LEAKY)
+    failed = {t["name"] for t in leaky["tests"] if not t["passed"]}
+    assert failed == {"done_stops_bootstrap", "llm_terminal_reward"}
+    points = {kp["id"]: kp for kp in leaky["key_points"]}
+    assert points["exponential-sum"]["covered"]
+    assert "✗ 回合在中途结束时" in leaky["feedback"]  # the failed case is still shown
 
 
 def test_code_that_does_not_run_is_reported_not_a_500(alice):

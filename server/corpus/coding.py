@@ -32,6 +32,9 @@ class CodingCase(_Strict):
     seed: int = 0
     rtol: float = 1e-4
     atol: float = 1e-6
+    # For a function returning several values: which of them (0-based) this case checks, so a case
+    # can isolate one output (the token ratios, say). None checks them all.
+    outputs: list[int] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> CodingCase:
@@ -54,6 +57,9 @@ class CodingTask(_Strict):
     title_en: str
     function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     params: list[str]
+    # Other names a candidate may give a parameter (besides common synonyms), for matching an
+    # answer's function to the contract by argument name.
+    param_aliases: dict[str, list[str]] = Field(default_factory=dict)
     contract: str  # zh: signature, shapes and conventions, shown with the question
     contract_en: str
     reference: str
@@ -75,6 +81,8 @@ class CodingTask(_Strict):
                 unknown = set(case_names) - names
                 if unknown:
                     raise ValueError(f"{qid}/{kp}: unknown cases {sorted(unknown)}")
+        for kp in set(self.param_aliases) - set(self.params):
+            raise ValueError(f"param_aliases: {kp} is not a parameter")
         for known in self.known_answers:
             unknown = set(known.fails) - names
             if unknown:
@@ -90,9 +98,12 @@ class CodingContract(BaseModel):
     """What the candidate is told about a coding task (never the hidden cases)."""
 
     task_id: str
+    title: str = ""
+    title_en: str = ""
     function: str
+    params: list[str] = Field(default_factory=list, description="The arguments, in call order")
     signature: str
-    contract: str
+    contract: str = Field(description="zh: signature, shapes and conventions")
     contract_en: str
     tests: int = Field(description="How many hidden tests the code is run against")
 
@@ -167,6 +178,10 @@ def _prepare(task: CodingTask) -> tuple[PreparedCase, ...]:
     for case in task.cases:
         args = _case_args(task, case)
         accepted = tuple(_output(fn, args) for fn in functions)
+        if case.outputs is not None and not all(
+            isinstance(a, list) and all(0 <= i < len(a) for i in case.outputs) for a in accepted
+        ):
+            raise CodingTaskError(f"{task.id}/{case.name}: outputs {case.outputs} out of range")
         prepared.append(PreparedCase(case=case, args=encode(args), accepted=accepted))
     return tuple(prepared)
 
@@ -191,7 +206,10 @@ class CodingTasks:
         task = prepared.task
         return CodingContract(
             task_id=task.id,
+            title=task.title,
+            title_en=task.title_en,
             function=task.function,
+            params=list(task.params),
             signature=task.signature,
             contract=task.contract,
             contract_en=task.contract_en,

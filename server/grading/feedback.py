@@ -19,6 +19,7 @@ FLAG_TEXT = {
         "hint_used": "使用了提示，本题得分有上限。",
         "code_error": "代码没能运行（原因见下方隐藏测试）；编程题里，测试覆盖的要点只按文字解释给一半分。",
         "no_code": "这道题要手写代码，回答里没有找到代码，隐藏测试没有运行。",
+        "signature_mismatch": "函数名或参数与题目约定的签名不同；签名不同本身不扣分。",
     },
     "en": {
         "empty": "No answer was given; this question scores 0.",
@@ -33,6 +34,7 @@ FLAG_TEXT = {
         "hint_used": "A hint was used, so this question's score is capped.",
         "code_error": "The code did not run (see the hidden tests below); on a coding question the points its tests cover earn half their credit from the prose alone.",
         "no_code": "This question asks for code; none was found in the answer, so the hidden tests did not run.",
+        "signature_mismatch": "The function's name or arguments differ from the contract's signature; the difference itself costs nothing.",
     },
 }
 

@@ -73,7 +73,7 @@ class EngineRules:
     followup_from: float = 6.0
 
 
-CODE_FLAGS = ("no_code", "code_error")
+CODE_FLAGS = ("no_code", "code_error", "code_not_run", "signature_mismatch")
 
 
 def now() -> datetime:
@@ -420,11 +420,17 @@ class InterviewEngine:
         }
         for m in grade.misconceptions:
             misconceptions.setdefault(m.id, m)
-        # The code's verdict (its tests and flags) is the latest answer's: a later answer with
-        # working code supersedes an earlier one without code or with a bug.
-        earlier_flags = [f for f in asked.result.get("flags", []) if f not in CODE_FLAGS]
-        flags = list(dict.fromkeys([*earlier_flags, *grade.flags]))
-        tests = grade.tests or [TestResult.model_validate(t) for t in asked.result.get("tests", [])]
+        # The code's verdict (its tests and flags) is that of the latest answer whose code ran: a
+        # later answer with working code supersedes an earlier one without code or with a bug,
+        # while a prose answer to a probe keeps the verdict of the code already run.
+        earlier_tests = [TestResult.model_validate(t) for t in asked.result.get("tests", [])]
+        prose_after_code = bool(earlier_tests) and not grade.tests
+        new_flags = [f for f in grade.flags if not (prose_after_code and f in CODE_FLAGS)]
+        earlier_flags = [
+            f for f in asked.result.get("flags", []) if prose_after_code or f not in CODE_FLAGS
+        ]
+        flags = list(dict.fromkeys([*earlier_flags, *new_flags]))
+        tests = grade.tests or earlier_tests
         # Off-topic describes the whole question only while no answer to it was on topic.
         if "off_topic" in flags and asked.result and "off_topic" not in earlier_flags:
             flags.remove("off_topic")
@@ -441,6 +447,9 @@ class InterviewEngine:
             score = analytic_score(points, len(misconceptions), flags, cap=cap)
         else:
             score = score_from(points, len(misconceptions), flags, cap=cap)
+        if prose_after_code:
+            # Code that was run and graded stays graded: explaining it in prose cannot cost it.
+            score = max(score, min(cap, float(asked.result.get("score") or 0.0)))
         merged = Grade(
             score=score,
             grader=grade.grader,

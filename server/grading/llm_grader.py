@@ -255,6 +255,9 @@ class LlmGrader:
     ) -> Completion:
         import litellm
 
+        # litellm prints a "Give Feedback / Get Help" banner to stdout on every provider error;
+        # the failure is logged here instead.
+        litellm.suppress_debug_info = True
         s = self._settings
         extra = {"response_format": response_format} if response_format else {}
         log.debug(

@@ -155,3 +155,28 @@ def test_dropping_gamma_t_claimed_unbiased_is_a_wrong_claim(grader, bank):
     )
     hits = [m.id for m in grade.misconceptions]
     assert any(h.startswith("contradicts:") and "reward-to-go" in h for h in hits), hits
+
+
+# --- retired claims: the review's errata may not come back in what an entry asserts ---
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "point_id", "text"),
+    [
+        ("gspo-vs-grpo", "token-is-ill-posed", "token 级比每个位置只有一个样本，起不到纠偏作用"),
+        ("dpo-limitations-offline", "engineering-bottlenecks", "policy+ref 双模型，显存翻倍"),
+        ("reward-model-design-training", "model-size", "通常 RM 不小于策略"),
+    ],
+)
+def test_a_retired_claim_in_a_key_point_is_rejected(entry_id, point_id, text):
+    data = _entry_data(entry_id)
+    _point(data, point_id)["text"] = text
+    problems = content_problems(QuestionEntry.model_validate(data))
+    assert any(f"{point_id}.text" in p and "retired claim" in p for p in problems)
+
+
+def test_a_misconception_may_state_a_retired_claim():
+    data = _entry_data("dpo-limitations-offline")
+    wrong = next(m for m in data["rubric"]["misconceptions"] if m["id"] == "dpo-memory-doubles")
+    wrong["text"] = "DPO 两个模型，显存翻倍"
+    assert content_problems(QuestionEntry.model_validate(data)) == []

@@ -81,5 +81,35 @@ def k3_caveat_problems(entry: QuestionEntry) -> list[str]:
     return problems
 
 
+# Statements an expert review (issue #13) found wrong in several entries. A reference answer, key
+# point or correction must not assert them again; a misconception may state them on purpose.
+RETIRED_CLAIMS = (
+    (
+        "起不到纠偏",
+        "a one-sample importance weight is unbiased; say that per-token ratios ignore the prefix shift",
+    ),
+    ("cannot correct the distribution", "a one-sample importance weight is unbiased"),
+    ("新概率上界是", "(1+ε)·π_old is an intuition, not a bound"),
+    ("一次更新最多到", "(1+ε)·π_old is an intuition, not a bound"),
+    ("只能用 policy-based", "value-based LM methods exist (ILQL, 'From r to Q*')"),
+    ("RM 不小于策略", "InstructGPT trained a 175B policy with a 6B RM"),
+    ("显存翻倍", "DPO adds a frozen reference's forward pass, not double the memory"),
+    ("stale data teach nothing", "stale data destabilise: clip zeroes only favourable excursions"),
+    ("陈旧数据学不到东西", "stale data destabilise: clip zeroes only favourable excursions"),
+)
+
+
+def retired_claim_problems(entry: QuestionEntry) -> list[str]:
+    if entry.rubric is None:
+        return []
+    problems = []
+    for name, text in _asserting_fields(entry):
+        folded = _norm(text).replace(" ", "")
+        for claim, why in RETIRED_CLAIMS:
+            if _norm(claim).replace(" ", "") in folded:
+                problems.append(f"{entry.id}/{name}: asserts the retired claim {claim!r} ({why})")
+    return problems
+
+
 def content_problems(entry: QuestionEntry) -> list[str]:
-    return k3_caveat_problems(entry)
+    return k3_caveat_problems(entry) + retired_claim_problems(entry)

@@ -158,6 +158,12 @@ class Settings(BaseSettings):
     llm_interviewer: bool = True  # with an LLM configured; False keeps template lines
     llm_interviewer_timeout_seconds: float = Field(default=15.0, gt=0)
     llm_interviewer_max_chars: int = Field(default=400, ge=80)
+    # Spoken answers (server/speech.py): a litellm transcription model on any OpenAI-compatible
+    # speech endpoint (openai/whisper-1, a faster-whisper or SenseVoice server). Empty = off.
+    speech_model: str = ""
+    speech_api_base: str = ""
+    speech_api_key: str = ""
+    speech_timeout_seconds: float = Field(default=60.0, gt=0)
 
     # SQLite: how long a write waits for another writer's lock before the request gets 503.
     db_busy_timeout_seconds: float = Field(default=5.0, gt=0)
@@ -228,3 +234,7 @@ class Settings(BaseSettings):
     @property
     def llm_configured(self) -> bool:
         return bool(self.llm_model)
+
+    @property
+    def speech_configured(self) -> bool:
+        return bool(self.speech_model)

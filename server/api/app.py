@@ -16,9 +16,10 @@ import server.offline  # noqa: F401  (Gradio analytics off before gradio loads)
 from server.api.auth import FailedAttempts, TokenTable
 from server.api.errors import install_error_handlers
 from server.api.guard import GuardPolicy, RequestGuard
-from server.api.routes import grading, openai_compat, questions, sessions
+from server.api.routes import grading, openai_compat, questions, sessions, speech
 from server.config import Settings, is_loopback, secure_env_file
 from server.services import Services
+from server.speech import Transcriber
 from server.work_queue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app = FastAPI(title="Sparring", version="0.1.0", lifespan=lifespan)
     app.state.services = services
     app.state.tokens = tokens
+    app.state.transcriber = Transcriber(settings)
     app.state.work = work
     failures = FailedAttempts(settings.auth_max_failures, settings.auth_failure_window_seconds)
     app.state.auth_failures = failures
@@ -109,6 +111,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             "questions": len(bank),
             "llm_configured": services.grading.llm_configured,
             "llm_model": settings.llm_model or None,
+            "speech_enabled": settings.speech_configured,  # clients show a microphone only then
             "embedder": services.embedder.name,
             "areas": sorted({e.area.value for e in bank}),
             "topics": sorted({e.topic for e in bank}),
@@ -119,6 +122,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(grading.router)
     app.include_router(sessions.router)
     app.include_router(openai_compat.router)
+    app.include_router(speech.router)
     ui_mounted = False
     if settings.ui_enabled:
         import gradio as gr

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import email.policy
 import json
 import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,6 +24,8 @@ class ScriptedLLM:
     | ("compute", fn): the reply text is fn(request body)
     | ("budget", text): honours the request's max_tokens like a model server: the text is cut at
       that many tokens (scripted_tokens) with finish_reason "length"; without max_tokens, all of it
+    | POST .../audio/transcriptions (multipart): ("transcript", text) | ("slow", seconds, text)
+      | ("status", code); the form (model, language, filename, file_type, audio bytes) is recorded
     | ("context", n_tokens, text): a model with an n-token context: a prompt whose scripted_tokens
       plus max_tokens exceed it gets llama.cpp's 400 error, else the text (or fn(request body)).
 
@@ -67,6 +71,9 @@ class ScriptedLLM:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
+                if self.path.rstrip("/").endswith("/audio/transcriptions"):
+                    self._transcribe(self.rfile.read(length))
+                    return
                 body = json.loads(self.rfile.read(length) or b"{}")
                 outer.requests.append(body)
                 step = outer.steps.popleft() if outer.steps else ("status", 500)
@@ -119,6 +126,18 @@ class ScriptedLLM:
                     text = step[1]
                 self._send(200, completion(text, model))
 
+            def _transcribe(self, raw: bytes) -> None:
+                """The speech endpoint: records the multipart form, answers the next step."""
+                form = multipart_form(self.headers.get("content-type", ""), raw)
+                outer.requests.append({"path": self.path, **form})
+                step = outer.steps.popleft() if outer.steps else ("status", 500)
+                if step[0] == "status":
+                    self._send(step[1], {"error": {"message": "scripted failure"}})
+                    return
+                if step[0] == "slow":
+                    time.sleep(step[1])
+                self._send(200, {"text": step[-1]})
+
             def _trickle(self, seconds_per_byte: float, payload: dict) -> None:
                 data = json.dumps(payload).encode()
                 try:
@@ -163,6 +182,26 @@ class ScriptedLLM:
                     outer.dropped += 1  # the client gave up (timeout test)
 
         return Handler
+
+
+def multipart_form(content_type: str, raw: bytes) -> dict:
+    """A multipart/form-data body as {field: text} plus the uploaded file's name, type and bytes."""
+    message = BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
+    form: dict[str, Any] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        if part.get_filename():
+            form.update(
+                filename=part.get_filename(),
+                file_type=part.get_content_type(),
+                audio=data,
+            )
+        elif name:
+            form[str(name)] = data.decode("utf-8", "replace")
+    return form
 
 
 def prompt_parts(body: dict) -> tuple[list[str], str]:

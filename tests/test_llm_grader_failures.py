@@ -292,6 +292,17 @@ def test_small_context_long_answer_fits_by_cutting_the_answer_last(llm, entry):
     assert len(sent) < N_POINTS and len(grade.key_points) == N_POINTS
 
 
+def test_the_issues_8000_character_answer_fits_an_8192_token_context(llm, entry):
+    answer = (LONG_ANSWER * 3)[:8000]  # the longest answer the API accepts
+    service = make_service(llm, llm_context_tokens=8192)
+    llm.script(("context", 8192, compute_reply))
+    grade = service.grade(entry, answer, GraderChoice.llm)
+    request = llm.requests[0]
+    prompt = sum(scripted_tokens(m["content"]) for m in request["messages"])
+    assert prompt + request["max_tokens"] <= 8192
+    assert grade.grader.startswith("llm:") and grade.fallback_reason is None
+
+
 def test_a_context_too_small_for_any_prompt_falls_back_without_a_call(llm, entry):
     service = make_service(llm, llm_context_tokens=600)
     llm.script()

@@ -40,6 +40,8 @@ def test_fresh_sqlite_migrates_to_head(tmp_path: Path) -> None:
     db = Database(Settings(data_dir=tmp_path))
     assert current_revision(db.engine) == head_revision()
     assert _tables(db) >= TABLES
+    lock = tmp_path / "sparring.db.migrate.lock"  # the cross-process lock of the upgrade
+    assert lock.exists() and lock.stat().st_mode & 0o777 == 0o600
 
 
 def test_fresh_postgres_migrates_to_head(pg_url: str) -> None:

@@ -8,6 +8,7 @@ adopted by revision 0001, which creates only what is missing."""
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,13 +57,13 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
         return
     database = engine.url.database
     if engine.dialect.name == "sqlite" and database not in (None, "", ":memory:"):
-        lock_path = Path(f"{database}.migrate.lock")
-        with open(lock_path, "a+") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock_file, fcntl.LOCK_UN)
+        # Private like the database beside it (0600); it holds nothing, only the lock.
+        fd = os.open(f"{database}.migrate.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
         return
     yield  # in-memory SQLite or another engine: one process owns it
 

@@ -163,3 +163,14 @@ def test_every_bank_topic_and_area_has_an_english_name(services):
     assert not missing, f"add these topics to corpus/topics.yaml: {missing}"
     assert {e.area.value for e in services.bank} <= set(names.areas)
     assert all(v.strip() for v in names.topics.values())
+
+
+def test_a_dropped_question_keeps_its_number_and_the_related_one_takes_it(alice):
+    s = start(alice, num_questions=3)
+    sid = s["id"]
+    alice.post(f"/api/sessions/{sid}/skip")  # question 2 is asked
+    r = alice.post(f"/api/sessions/{sid}/followup")  # dropped for a related question
+    assert r.status_code == 200, r.text
+    turns = alice.get(f"/api/sessions/{sid}").json()["turns"]
+    openings = [t["label"] for t in turns if t["role"] == "interviewer" and t["kind"] != "skip"]
+    assert openings == ["第 1 题", "第 2 题", "第 2 题 · 相关问题"]

@@ -34,8 +34,8 @@ def question_numbers(session: InterviewSession) -> dict[int, int]:
     to the related question that replaced it)."""
     numbers: dict[int, int] = {}
     for q in sorted(session.questions, key=lambda q: q.position):
-        numbers[q.id] = (
-            sum(o.status != "dropped" for o in session.questions if o.position <= q.position) or 1
+        numbers[q.id] = 1 + sum(
+            o.status != "dropped" for o in session.questions if o.position < q.position
         )
     return numbers
 

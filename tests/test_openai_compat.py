@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -296,3 +297,21 @@ def test_a_chat_clients_background_task_starts_no_interview(oai, base_url):
     assert not MARKER_RE.search(reply.choices[0].message.content)
     with client_for(base_url, "carol") as c:
         assert len(c.get("/api/progress").json()["sessions"]) == before
+
+
+def test_twin_requests_are_answered_once(oai, base_url):
+    """A client that sends the same message twice at once: one grading, the same reply twice."""
+    history: list[dict] = []
+    first = say(oai, history, START)
+    sid, _ = marker_of(first)
+    history.append({"role": "user", "content": WEAK})
+
+    def send() -> str:
+        reply = oai.chat.completions.create(model="sparring-practice", messages=history)
+        return reply.choices[0].message.content
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        replies = list(pool.map(lambda _: send(), range(2)))
+    assert replies[0] == replies[1]
+    answers = [t for t in session_state(base_url, "carol", sid)["turns"] if t["kind"] == "answer"]
+    assert len(answers) == 1

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy.exc import IntegrityError
 
 from server.api.auth import current_user
 from server.api.errors import ApiError
@@ -200,7 +201,12 @@ async def chat_completions(request: Request, user: User):
             return chat.exchange(db, user, body.model, messages)
 
     try:
-        reply = await run_queued(request, user, exchange)
+        try:
+            reply = await run_queued(request, user, exchange)
+        except IntegrityError:
+            # A twin of this request (a client retry) committed the same exchange first: this
+            # one was rolled back, and now replays the stored reply.
+            reply = await run_queued(request, user, exchange)
     except ChatError as exc:
         return openai_error(exc.status, exc.code, exc.message)
     except InterviewError as exc:

@@ -366,6 +366,17 @@ def test_a_real_quote_from_a_wrong_sentence_earns_nothing(service, llm, entry):
     assert "contradicted_evidence" in grade.flags
 
 
+def test_a_quote_sharing_only_a_topic_word_with_the_point_earns_nothing(service, llm, entry):
+    # A model that marks every point covered quotes a sentence per point; this one shares only
+    # "奖励" (a word of every RL answer) with the degenerate-groups point.
+    extra = "奖励模型的训练需要大量人类偏好数据。"
+    quotes = {**QUOTES, "degenerate-groups": extra.rstrip("。")}
+    data = {"key_points": points(SHORT_IDS, quotes), "misconceptions": [], "feedback": ""}
+    llm.script(("reply", json.dumps(data, ensure_ascii=False)))
+    grade = service.grade(entry, ANSWER + extra, GraderChoice.llm)
+    assert covered(grade) == HONEST and "unsupported_evidence" in grade.flags
+
+
 # ------------------------------------------------------- retry only when the request changes
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import server.offline  # noqa: F401  (LITELLM_LOCAL_MODEL_COST_MAP before litellm loads)
 from server.config import Settings
+from server.corpus.hygiene import GENERIC_TERMS, weak_aliases
 from server.corpus.schema import KeyPoint, QuestionEntry
 from server.grading.evidence import AnswerReading
 from server.grading.feedback import write_feedback
@@ -43,6 +44,7 @@ DEFAULT_CONTEXT_TOKENS = 8192  # a model litellm does not know (e.g. openai/<loc
 # Evidence rules: a quote must be a real span of a few words that is about the point.
 MIN_QUOTE_UNITS = 3.0  # latin words count 1, CJK characters 1/2: "baseline 取均值" = 3
 MAX_POINTS_PER_QUOTE = 2  # one sentence may show two points; the same span for more is a dodge
+MIN_SHARED_TERMS = 2  # specific content terms a quote shares with the point it is claimed for
 _LATIN_RE = re.compile(r"[a-z0-9_]+(?:\([a-z0-9_]*\))?")
 _CJK_RE = re.compile(r"[\u3400-\u9fff]+")
 _STOP_WORDS = frozenset(
@@ -52,6 +54,14 @@ _STOP_WORDS = frozenset(
 _STOP_BIGRAMS = frozenset(
     "这个 一个 我们 就是 可以 因为 所以 的是 是一 不是 问题 这样 那么 什么 如何 知道 觉得 然后".split()
 )
+
+_GENERIC_EXTRA = "methods learn learning can only per off keeps makes make using does done way"
+
+
+def _generic_terms() -> frozenset[str]:
+    words = " ".join([*GENERIC_TERMS, _GENERIC_EXTRA])
+    return frozenset(_terms(words)) | frozenset(_GENERIC_EXTRA.split())
+
 
 # Feedback is plain text: no markup reaches the UI, and it has a size limit.
 _TAG_LIKE_RE = re.compile(r"<\s*/?\s*[a-zA-Z!?][^<>]*>?")
@@ -96,16 +106,31 @@ def quote_units(quote: str) -> float:
     return len(_LATIN_RE.findall(norm)) + 0.5 * sum(len(r) for r in _CJK_RE.findall(norm))
 
 
-def supports(quote: str, kp: KeyPoint) -> bool:
-    """A quote supports a key point when it uses the point's own terms or one of its aliases.
+def supports(quote: str, kp: KeyPoint, entry: QuestionEntry | None = None) -> bool:
+    """A quote supports a key point when it holds one of the point's specific aliases, or at
+    least MIN_SHARED_TERMS of the point's own content terms that are neither generic ("policy",
+    "reward", 方法) nor words of the question itself.
 
-    Why: an LLM can be talked into "quoting" any span that occurs in the answer; a span that
-    shares nothing with the point is not evidence of it."""
+    Why: an LLM can be talked into "quoting" any span that occurs in the answer, and a model
+    that marks every point covered quotes sentences that share one topic word with each point;
+    neither is evidence of the point."""
     squashed = normalise(quote).replace(" ", "")
-    if any(len(a) >= 2 and normalise(a).replace(" ", "") in squashed for a in kp.aliases):
+    weak = weak_aliases(entry, kp) if entry is not None else frozenset()
+    if any(
+        len(a) >= 2 and a not in weak and normalise(a).replace(" ", "") in squashed
+        for a in kp.aliases
+    ):
         return True
     about = " ".join([kp.text, kp.text_en, *kp.aliases])
-    return bool(_terms(quote) & _terms(about))
+    common = _GENERIC_TERMS | (_question_terms(entry) if entry is not None else frozenset())
+    return len((_terms(quote) & _terms(about)) - common) >= MIN_SHARED_TERMS
+
+
+_GENERIC_TERMS = _generic_terms()
+
+
+def _question_terms(entry: QuestionEntry) -> frozenset[str]:
+    return frozenset(_terms(f"{entry.text} {entry.text_en}"))
 
 
 def clean_feedback(text: str, limit: int) -> str:
@@ -362,7 +387,8 @@ class LlmGrader:
         for each rule that removed a claim (see MIN_QUOTE_UNITS and MAX_POINTS_PER_QUOTE)."""
         points = {kp.id: kp for kp in plan.points}
         claimed = {
-            pid: verified_quote(quote, answer, points[pid]) for pid, quote in parsed.covered.items()
+            pid: verified_quote(quote, answer, points[pid], entry)
+            for pid, quote in parsed.covered.items()
         }
         # The same span claimed for many points is a dodge (e.g. answer[:12] for every point):
         # counted over all claims, so the one point it happens to fit is not credited either.
@@ -380,7 +406,7 @@ class LlmGrader:
                 rejected.append("reused_evidence")
             elif quote_units(quote) < MIN_QUOTE_UNITS:
                 rejected.append("short_evidence")
-            elif not supports(quote, kp):
+            elif not supports(quote, kp, entry):
                 rejected.append("unsupported_evidence")
             elif in_wrong_sentence(quote, wrong):
                 rejected.append("contradicted_evidence")
@@ -533,7 +559,7 @@ def with_repair(messages: list[dict], problem: str, plan: PromptPlan) -> list[di
     return repaired
 
 
-def verified_quote(raw: str, answer: str, kp: KeyPoint) -> str:
+def verified_quote(raw: str, answer: str, kp: KeyPoint, entry: QuestionEntry) -> str:
     """The claimed quote as a verbatim span of the answer, or "" when it is not one.
 
     Wrapper text was stripped by the parser; an ellipsised quote counts by its longest real piece;
@@ -544,7 +570,7 @@ def verified_quote(raw: str, answer: str, kp: KeyPoint) -> str:
         if len(piece) <= 2 * QUOTE_MAX_CHARS:
             return piece
         for segment in split_segments(piece):
-            if supports(segment.text, kp):
+            if supports(segment.text, kp, entry):
                 return segment.text
         return piece
     return ""

@@ -297,6 +297,16 @@ def test_a_chat_clients_background_task_starts_no_interview(oai, base_url):
     assert not MARKER_RE.search(reply.choices[0].message.content)
     with client_for(base_url, "carol") as c:
         assert len(c.get("/api/progress").json()["sessions"]) == before
+    # Sent after an interview's history, it is still not an answer.
+    history: list[dict] = []
+    say(oai, history, START)
+    sid, _ = marker_of(history[-1]["content"])
+    turns_before = session_state(base_url, "carol", sid)["turns"]
+    reply = oai.chat.completions.create(
+        model="sparring-practice", messages=[*history, {"role": "user", "content": task}]
+    )
+    assert json.loads(reply.choices[0].message.content)["title"]
+    assert session_state(base_url, "carol", sid)["turns"] == turns_before
 
 
 def test_twin_requests_are_answered_once(oai, base_url):

@@ -208,13 +208,13 @@ class ChatInterview:
             raise ChatError(
                 400, "invalid_request", "the last message must be a non-empty user message"
             )
+        if is_client_task(messages[-1][1]):  # with or without a history: never an answer
+            return ChatReply(CLIENT_TASK_REPLY, None, None, meta={"kind": "client_task"})
         found = find_marker(messages)
         if found is None:
             first = next(text for role, text in messages if role == "user")
             if first.strip().lower() == "/help":
                 return ChatReply(HELP["zh"] + "\n\n" + HELP["en"], None, None)
-            if is_client_task(messages[-1][1]):
-                return ChatReply(CLIENT_TASK_REPLY, None, None, meta={"kind": "client_task"})
             return self._start(db, user, model, first)
         session_id, seq, index = found
         new = [text.strip() for role, text in messages[index + 1 :] if role == "user"]

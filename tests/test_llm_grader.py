@@ -311,3 +311,27 @@ def test_http_a_20_mb_reply_is_refused_and_the_rubric_grader_takes_over(api, llm
     assert g["grader"] == "rubric-fallback" and "llm_fallback" in g["flags"]
     assert g["fallback_reason"] == "llm_reply_too_long"
     assert len(g["feedback"]) < 20_000
+
+
+def test_http_an_interview_answer_graded_by_the_fallback_says_so(api, llm):
+    llm.script()  # every request to the model gets HTTP 500
+    s = api.post(
+        "/api/sessions",
+        json={
+            "mode": "practice",
+            "num_questions": 1,
+            "language": "zh",
+            "seed": 7,
+            "grader": "llm",
+            "topics": ["grpo"],
+        },
+    )
+    assert s.status_code == 201, s.text
+    r = api.post(f"/api/sessions/{s.json()['id']}/answers", json={"answer": ANSWER})
+    assert r.status_code == 200, r.text
+    grade = r.json()["grade"]
+    assert grade["grader"] == "rubric-fallback"
+    assert (
+        grade["fallback_reason"] == "llm_provider_error" and "HTTP 500" in grade["fallback_detail"]
+    )
+    assert {"llm_fallback", "llm_provider_error"} <= set(grade["flags"])

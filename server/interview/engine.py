@@ -461,6 +461,9 @@ class InterviewEngine:
             flags=flags,
             reference_answer=entry.rubric.reference_answer,
             tests=tests,
+            # the latest grade's fallback, if the LLM could not grade it (issue #18)
+            fallback_reason=grade.fallback_reason,
+            fallback_detail=grade.fallback_detail,
         )
         asked.result = merged.model_dump(mode="json")
         asked.score = merged.score

@@ -51,6 +51,8 @@ def test_a_short_timed_interview_ends_by_itself_at_its_deadline(base_url):
         report = c.get(f"/api/sessions/{sid}/report").json()
         assert report["status"] == "ended" and report["end_reason"] == "time"
         assert report["questions"][0]["status"] == "unanswered"
+        missed = report["questions"][0]["missed"]
+        assert missed and all(m["text_en"] and m["probe_en"] for m in missed)
         # The ending was committed: later calls see it ended, and the answer is refused.
         again = c.post(f"/api/sessions/{sid}/answers", json={"answer": "晚了"})
         assert again.status_code == 409 and again.json()["error"]["code"] == "session_ended"
@@ -70,6 +72,7 @@ def test_progress_ends_timed_out_interviews_and_names_sessions(base_url):
         assert row["language"] == "en"
         # From the first session on, each area has a mastery value.
         assert progress["mastery"] and progress["mastery"][0]["answered"] >= 1
+        assert all(item["text_en"] for item in progress["review_queue"])
 
 
 def test_reference_answer_is_withheld_while_a_probe_is_pending(alice):

@@ -140,6 +140,11 @@ def report_status(report: dict, ui_lang: str) -> str:
     return t["overall"].format(score=report["overall_score"], status=status)
 
 
+def cell(text: str) -> str:
+    """Text safe inside a Markdown table cell: no pipes, no strikethrough from '~', one line."""
+    return text.replace("|", "\\|").replace("~", "\\~").replace("\n", " ")
+
+
 def report_table(report: dict, ui_lang: str) -> str:
     t = tr(ui_lang)
     en = lang_key(ui_lang) == "en"
@@ -152,16 +157,18 @@ def report_table(report: dict, ui_lang: str) -> str:
     ]
     for q in report["questions"]:
         text = q.get("text_en") if en and q.get("text_en") else q["text"]
-        missed = "; ".join(shorten(m["text"], 40) for m in q["missed"][:3])
+        missed = "; ".join(
+            shorten(m.get("text_en") if en and m.get("text_en") else m["text"], 40)
+            for m in q["missed"][:3]
+        )
         tests = q.get("tests") or []
         if tests:
             passed = sum(bool(x.get("passed")) for x in tests)
             missed = f"{t['col_tests']} {passed}/{len(tests)}" + (f"; {missed}" if missed else "")
-        row = (
-            f"| {q['number']} | {shorten(text, 90)} | {q['score']} | {len(q['covered'])}"
-            f" | {missed} |"
+        lines.append(
+            f"| {q['number']} | {cell(shorten(text, 90))} | {q['score']} | {len(q['covered'])}"
+            f" | {cell(missed)} |"
         )
-        lines.append(row.replace("\n", " "))
     return "\n".join(lines)
 
 
@@ -210,9 +217,11 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         have = {a["area"] for a in opts["areas"]} | {x["topic"] for x in opts["topics"]}
         missing = [x for x in topics_v or [] if x not in have]
         if missing:
-            top = ", ".join(
-                f"{x['name_en'] if en else x['topic']} ({x['count']})" for x in opts["topics"][:8]
-            )
+            areas = [f"{a['name_en' if en else 'name_zh']} ({a['count']})" for a in opts["areas"]]
+            topics = [
+                f"{x['name_en'] if en else x['topic']} ({x['count']})" for x in opts["topics"][:6]
+            ]
+            top = ", ".join(areas + topics) + (" …" if len(opts["topics"]) > 6 else "")
             return "⚠️ " + t["filter_missing"].format(
                 companies=names, missing=", ".join(missing), available=top
             )
@@ -551,11 +560,9 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             done = [s for s in prog["sessions"] if s.get("average") is not None]
             trend = pd.DataFrame(
                 {
-                    t["axis_session"]: [
-                        f"{i} · {readable_time(s['created_at'])[5:16]}"
-                        for i, s in enumerate(done, start=1)
-                    ],
-                    t["axis_score"]: [s["average"] for s in done],
+                    # The last 15 scored sessions, numbered from the first one ever.
+                    t["axis_session"]: [f"#{i}" for i in range(1, len(done) + 1)][-15:],
+                    t["axis_score"]: [s["average"] for s in done][-15:],
                 }
             )
             if not prog["sessions"]:
@@ -573,7 +580,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 f" | {t['col_count']} | {t['col_avg']} | {t['col_open']} |",
                 "|---|---|---|---|---|---|---|",
             ]
-            for s in reversed(prog["sessions"]):
+            for s in list(reversed(prog["sessions"]))[:20]:  # the 20 newest
                 title = s.get("title_en") if en and s.get("title_en") else s.get("title", "")
                 status = t.get(f"status_{s['status']}", s["status"])
                 if s.get("end_reason"):
@@ -581,7 +588,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 avg = "—" if s["average"] is None else s["average"]
                 link = f"[{t['open_report']}](?session={s['id']}&lang={lang_key(lang)})"
                 rows.append(
-                    f"| {readable_time(s['created_at'])} | {shorten(title, 50)} "
+                    f"| {readable_time(s['created_at'])} | {cell(shorten(title, 50))} "
                     f"| {t.get('mode_' + s['mode'], s['mode'])} | {status} | {s['questions']} "
                     f"| {avg} | {link} |"
                 )
@@ -594,7 +601,8 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             ]
             for q in prog["review_queue"][:20]:
                 queue.append(
-                    f"| {shorten(q['text'], 50)} | {names.get(q['area'], q['area'])} "
+                    f"| {cell(shorten(q.get('text_en') if en and q.get('text_en') else q['text'], 50))}"
+                    f" | {names.get(q['area'], q['area'])} "
                     f"| {readable_time(q['due'])} | {t['yes'] if q['is_due'] else t['no']} "
                     f"| {q['last_score']} |"
                 )

@@ -121,6 +121,7 @@ def user_progress(db: Session, bank: QuestionBank, user: str) -> Progress:
             ReviewItem(
                 entry_id=r.entry_id,
                 text=entry.text,
+                text_en=entry.text_en,
                 area=entry.area.value,
                 due=aware(r.due),
                 is_due=aware(r.due) <= now,

@@ -21,13 +21,25 @@ def build_report(
         result = q.result or {}
         points = result.get("key_points", [])
         probes = {kp.id: kp.probe for kp in entry.rubric.key_points}
+        english = {kp.id: (kp.text_en, kp.probe_en) for kp in entry.rubric.key_points}
         covered = [
-            {"id": p["id"], "text": p["text"], "evidence": p.get("evidence")}
+            {
+                "id": p["id"],
+                "text": p["text"],
+                "text_en": english.get(p["id"], ("", ""))[0],
+                "evidence": p.get("evidence"),
+            }
             for p in points
             if p.get("covered")
         ]
         missed = [
-            {"id": kp.id, "text": kp.text, "probe": probes[kp.id]}
+            {
+                "id": kp.id,
+                "text": kp.text,
+                "text_en": kp.text_en,
+                "probe": probes[kp.id],
+                "probe_en": kp.probe_en,
+            }
             for kp in entry.rubric.key_points
             if kp.id not in {c["id"] for c in covered}
         ]
@@ -164,8 +176,17 @@ def report_markdown(report: Report, names: TopicNames | None = None, language: s
             + (w["flags"] + ", ".join(q.flags) if q.flags else ""),
             "",
         ]
-        lines += [f"- ✓ {c['text']} — “{c.get('evidence') or ''}”" for c in q.covered]
-        lines += [f"- ✗ {m['text']} — {m['probe']}" for m in q.missed]
+        en = lang == "en"
+        lines += [
+            f"- ✓ {c.get('text_en') if en and c.get('text_en') else c['text']}"
+            f" — “{c.get('evidence') or ''}”"
+            for c in q.covered
+        ]
+        lines += [
+            f"- ✗ {m.get('text_en') if en and m.get('text_en') else m['text']}"
+            f" — {m.get('probe_en') if en and m.get('probe_en') else m['probe']}"
+            for m in q.missed
+        ]
         for m in q.misconceptions:
             lines.append(f"- ⚠ {m.get('text')} → {m.get('correction')}")
         if q.tests:

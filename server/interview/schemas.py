@@ -159,6 +159,7 @@ class Mastery(BaseModel):
 class ReviewItem(BaseModel):
     entry_id: str
     text: str
+    text_en: str = ""
     area: str
     due: datetime
     is_due: bool

@@ -207,7 +207,7 @@ def test_truncated_json_twice_falls_back_as_malformed(service, llm, entry):
     assert grade.fallback_reason == "llm_malformed" and "cut off" in grade.fallback_detail
 
 
-def test_a_whole_answer_quoted_is_narrowed_to_the_sentence_about_the_point(service, llm, entry):
+def test_the_whole_answer_quoted_for_every_point_earns_nothing(service, llm, entry):
     whole = {k: ANSWER for k in QUOTES}
     data = {"key_points": points(SHORT_IDS, whole), "misconceptions": [], "feedback": ""}
     llm.script(("reply", json.dumps(data, ensure_ascii=False)))

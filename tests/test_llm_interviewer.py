@@ -33,9 +33,13 @@ def llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="module")
-def url(services, llm) -> Iterator[str]:
+def url(services, llm, tmp_path_factory) -> Iterator[str]:
+    # Its own database: the sessions made here must not show up in other tests' users.
+    database = tmp_path_factory.mktemp("interviewer-db") / "sparring.db"
     svc = derived_services(
         services,
+        share_database=False,
+        database_url=f"sqlite:///{database}",
         llm_model="openai/scripted-interviewer",
         llm_api_base=llm.base_url,
         llm_api_key="test-key",

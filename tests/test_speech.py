@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import client_for
 from tests.support.scripted_llm import ScriptedLLM
-from tests.support.servers import serve_services
+from tests.support.servers import derived_services, serve_services
 
 SPOKEN = "对同一个 prompt 采样一组回答，baseline 取组内奖励的均值，再除以标准差。"
 
@@ -34,14 +34,19 @@ def speech() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="module")
-def url(services, speech) -> Iterator[str]:
-    with serve_services(
+def url(services, speech, tmp_path_factory) -> Iterator[str]:
+    # Its own database: the sessions made here must not show up in other tests' users.
+    database = tmp_path_factory.mktemp("speech-db") / "sparring.db"
+    svc = derived_services(
         services,
+        share_database=False,
+        database_url=f"sqlite:///{database}",
         speech_model="openai/whisper-1",
         speech_api_base=speech.base_url,
         speech_api_key="test-key",
         speech_timeout_seconds=2,
-    ) as (base, _app):
+    )
+    with serve_services(svc) as (base, _app):
         yield base
 
 

@@ -182,3 +182,16 @@ def test_concurrent_answers_from_two_servers_commit_once_each(
     # Each answer follows the interviewer's prompt it answered: never two answers in a row.
     kinds = [t["role"] for t in turns]
     assert all(not (x == y == "candidate") for x, y in itertools.pairwise(kinds))
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_models_and_migrations_agree(pg_url: str, tmp_path: Path, engine: str) -> None:
+    """A model change without its migration fails here (write one: docs/deploy.md)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    url = pg_url if engine == "postgresql" else f"sqlite:///{tmp_path / 'm.db'}"
+    db = Database(Settings(database_url=url, data_dir=tmp_path))
+    with db.engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []

@@ -21,12 +21,14 @@ import httpx
 def postgres_server() -> Iterator[str]:
     """Start PostgreSQL in a fresh temp dir; yields a psycopg SQLAlchemy URL (Unix socket, no TCP
     port); stops it and removes its files afterwards."""
-    import pgserver  # dev extra: a pip-installed PostgreSQL (initdb, postgres, pg_ctl)
+    with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" under CI
+        warnings.simplefilter("ignore")
+        import pgserver  # dev extra: a pip-installed PostgreSQL (initdb, postgres, pg_ctl)
 
     # Its own dir under /tmp, not pytest's: as root, pgserver runs postgres as a `pgserver` user
     # that must traverse every parent, and pytest keeps its tree private (0700).
     base = Path(tempfile.mkdtemp(prefix="sparring-pg-"))
-    with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" under CI
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server = pgserver.get_server(str(base / "pgdata"), cleanup_mode="stop")
     try:

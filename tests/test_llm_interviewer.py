@@ -331,3 +331,24 @@ def client_for_state(url: str, user: str) -> httpx.Client:
     return httpx.Client(
         base_url=url, headers={"Authorization": f"Bearer {token_for(user)}"}, timeout=60
     )
+
+
+def test_the_json_api_answers_a_clarifying_question(api, llm, entry, alice):
+    sid = start(api)
+    llm.script(("reply", "这里问的是 baseline 的取法，按你的理解先说明假设再回答。"))
+    r = api.post(f"/api/sessions/{sid}/clarify", json={"question": "你指 token 级还是序列级？"})
+    assert r.status_code == 200, r.text
+    assert r.json()["phrasing"] == {"by": "llm", "flags": []}
+    assert_nothing_secret_was_told(llm.requests[0], entry)
+    kinds = [t["kind"] for t in api.get(f"/api/sessions/{sid}").json()["turns"]]
+    assert kinds[-2:] == ["ask", "clarify"] and "answer" not in kinds
+    assert api.post(f"/api/sessions/{sid}/clarify", json={"question": ""}).status_code == 422
+    # Offline (the session-wide app has no LLM): the template restates the question.
+    offline = alice.post(
+        "/api/sessions",
+        json={"mode": "practice", "num_questions": 1, "topics": [TOPIC], "seed": 7},
+    ).json()
+    r = alice.post(f"/api/sessions/{offline['id']}/clarify", json={"question": "需要推导公式吗？"})
+    assert r.status_code == 200
+    assert r.json()["phrasing"] == {"by": "template", "flags": []}
+    assert entry.text in r.json()["text"] and "计时还在继续" in r.json()["text"]

@@ -6,13 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from server.api.auth import current_user
 from server.api.errors import ApiError
 from server.api.routes.grading import check_answer_size, run_queued
 from server.corpus.topic_names import TopicNames, load_topic_names
 from server.interview.engine import InterviewError
+from server.interview.phrasing import Line
 from server.interview.progress import user_progress
 from server.interview.report import build_report, report_markdown
 from server.interview.schemas import (
@@ -61,6 +62,23 @@ async def answer(
         request,
         user,
         lambda: _run(request, lambda svc, db: svc.engine.answer(db, user, session_id, body.answer)),
+    )
+
+
+class ClarifyRequest(BaseModel):
+    question: str = Field(min_length=1, max_length=1000)
+
+
+@router.post("/sessions/{session_id}/clarify", response_model=Line)
+async def clarify(request: Request, session_id: str, body: ClarifyRequest, user: User) -> Line:
+    """A question about the question (scope, notation): answered without giving the answer away,
+    not graded; the clock keeps running. With an LLM configured it words the reply."""
+    return await run_queued(
+        request,
+        user,
+        lambda: _run(
+            request, lambda svc, db: svc.engine.clarify(db, user, session_id, body.question)
+        ),
     )
 
 

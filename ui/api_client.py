@@ -93,6 +93,9 @@ class SparringClient:
             "GET", f"/api/sessions/{session_id}/report", params={"format": "md", "lang": lang}
         )
 
+    def search(self, query: str, k: int = 5) -> dict:
+        return self._call("GET", "/api/questions/search", params={"q": query, "k": k})
+
     def filter_options(self, companies: list[str] | None = None) -> dict:
         """Areas and topics with question counts for the chosen companies (all when none)."""
         return self._call("GET", "/api/topics", params={"company": companies or []})

@@ -172,6 +172,29 @@ def report_table(report: dict, ui_lang: str) -> str:
     return "\n".join(lines)
 
 
+def search_results(found: dict, names: dict[str, str], ui_lang: str) -> str:
+    """Search hits with their calibrated relevance and the match verdict, when the server sends
+    them (`relevance` per result, `match` strong|weak|none)."""
+    t = tr(ui_lang)
+    en = lang_key(ui_lang) == "en"
+    results = found.get("results") or []
+    if not results:
+        return t["no_results"]
+    lines = []
+    match = found.get("match")
+    if match == "none":
+        topics = list(dict.fromkeys(names.get(r["topic"], r["topic"]) for r in results))
+        lines += [f"**{t['match_none'].format(topics=', '.join(topics[:5]))}**", ""]
+    elif match == "weak":
+        lines += [f"**{t['match_weak']}**", ""]
+    for r in results:
+        text = r.get("text_en") if en and r.get("text_en") else r["text"]
+        rel = r.get("relevance")
+        score = f" · {t['relevance']} {round(100 * rel)}%" if isinstance(rel, int | float) else ""
+        lines.append(f"- {shorten(text, 140)} — *{names.get(r['topic'], r['topic'])}*{score}")
+    return "\n".join(lines)
+
+
 def build_ui(api_url: str, token: str = "") -> gr.Blocks:
     def client() -> SparringClient:
         return SparringClient(api_url, token)
@@ -353,6 +376,11 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                     elem_id="topic-chart",
                 )
                 download = gr.DownloadButton(T["zh"]["download"], elem_id="download-btn")
+            with gr.Tab(T["zh"]["bank"], id="bank", elem_id="tab-bank") as tab_bank:
+                with gr.Row():
+                    query = gr.Textbox(label=T["zh"]["search"], elem_id="search-box", scale=4)
+                    search_btn = gr.Button(T["zh"]["search_btn"], elem_id="search-btn", scale=1)
+                hits_md = gr.Markdown(elem_id="search-results")
             with gr.Tab(T["zh"]["history"], id="history", elem_id="tab-history") as tab_history:
                 refresh_btn = gr.Button(T["zh"]["refresh"], elem_id="refresh-btn")
                 mastery_title = gr.Markdown(T["zh"]["mastery_title"])
@@ -656,6 +684,9 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 gr.update(label=t["reference"]),
                 gr.update(label=t["download"]),
                 gr.update(value=t["refresh"]),
+                gr.update(label=t["bank"]),
+                gr.update(label=t["search"]),
+                gr.update(value=t["search_btn"]),
                 t["mastery_title"],
                 t["trend_title"],
                 chat_u,
@@ -689,6 +720,22 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             show_progress="hidden",
         )  # fmt: skip
 
+        def on_search(text, lang):
+            if not (text or "").strip():
+                return "", ""
+            try:
+                found = call(lambda c: c.search(text.strip(), 5))
+            except ApiError as exc:
+                return f"⚠️ {error_sentence(exc.code, exc.status, exc.message, lang)}", ""
+            en = lang_key(lang) == "en"
+            names = {
+                x["topic"]: x["name_en"] if en else x["topic"] for x in options(None)["topics"]
+            }
+            return "", search_results(found, names, lang)
+
+        search_btn.click(on_search, inputs=[query, ui_lang], outputs=[error, hits_md])
+        query.submit(on_search, inputs=[query, ui_lang], outputs=[error, hits_md])
+
         def on_filters(companies_v, topics_v, lang):
             opts = options(companies_v)
             have = {a["area"] for a in opts["areas"]} | {x["topic"] for x in opts["topics"]}
@@ -711,7 +758,8 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             outputs=[lang_store, title, tab_setup, tab_iv, tab_report, tab_history, mode,
                      companies, topics, filters_md, difficulty, duration, num_questions, language,
                      grader, llm_note, start_btn, answer, code, submit_btn, related_btn, hint_btn,
-                     skip_btn, end_btn, ref_box, download, refresh_btn, mastery_title,
+                     skip_btn, end_btn, ref_box, download, refresh_btn, tab_bank, query,
+                     search_btn, mastery_title,
                      trend_title, chat, clock],
         )  # fmt: skip
     return demo

@@ -241,13 +241,18 @@ def scripted_interviewer(body: dict) -> str:
     """A stand-in model that words what it was told: quotes the candidate's first clause and asks
     about the gap it was given; answers a clarifying question by its scope; bridges to a question."""
     user = body["messages"][-1]["content"]
+    english = "Speak English" in body["messages"][0]["content"]
     if "<candidate_question>" in user:
         asked = between(user, "<candidate_question>\n", "\n</candidate_question>").rstrip("？?")
+        if english:
+            return f'You asked "{asked}": the question leaves that open, so state which reading you take and go on from there.'
         return f"你问的是「{asked}」——这里不限定，你先说明自己按哪一种理解，再展开回答就好。"
     if "The gap to probe" in user:
         answer = between(user, "<candidate_answer>\n", "\n</candidate_answer>")
         clause = re.split(r"[，。,；;]", answer)[0]
         gap = between(user, "The gap to probe (ask about this, and only this): ", "\n")
+        if english:
+            return f'You said "{clause}" — {gap}'
         return f"你刚才说「{clause}」——{gap}"
     if "Previous question:" in user:
         return "刚才那题落在优势怎么算上，下面这题顺着它再往下走一步。"
@@ -259,9 +264,11 @@ def test_transcript_of_a_chat_interview_with_the_scripted_model(url, llm, servic
     history: list[dict] = []
     lines: list[str] = []
 
+    model = "sparring-practice"
+
     def turn(text: str) -> dict:
         history.append({"role": "user", "content": text})
-        reply = client.chat.completions.create(model="sparring-practice", messages=history)
+        reply = client.chat.completions.create(model=model, messages=history)
         content = reply.choices[0].message.content
         history.append({"role": "assistant", "content": content})
         meta = reply.model_extra["sparring"]["meta"]
@@ -305,6 +312,22 @@ def test_transcript_of_a_chat_interview_with_the_scripted_model(url, llm, servic
         for text in said:
             assert not leaks(text, secrets_of(entry), [entry.text, first_answer])
 
+    # The same in English: the model name asks for it.
+    lines.extend(["## The same in English", ""])
+    history.clear()
+    model = "sparring-practice-en"
+    llm.script(compute, compute)
+    turn("practice, 1 question, seed=7, grader=rubric, topic GRPO优势基线")
+    en_clarify = turn("Do you mean token-level or sequence-level?")
+    en_probe = turn(
+        "I think the baseline is about sampling several answers, not sure how it is computed."
+    )
+    turn("/end")
+    assert en_clarify["phrasing"] == {"by": "llm", "flags": []}
+    assert en_probe["next"] == "probe" and en_probe["phrasing"]["by"] == "llm"
+    assert 'You said "I think the baseline is about sampling several answers"' in "\n".join(lines)
+
+    lines.insert(0, "## 中文\n")
     header = [
         "# Sparring in a chat client, with an LLM interviewer (scripted model)",
         "",

@@ -229,7 +229,8 @@ class ChatInterview:
         session = self.engine.load(db, user, created.id)
         lang = request.language
         intro = (
-            f"Mode: {request.mode.value}, {session.num_questions} questions"
+            f"Mode: {request.mode.value}, {session.num_questions} "
+            f"question{'s' if session.num_questions != 1 else ''}"
             if lang == "en"
             else f"模式：{'计时面试' if request.mode == Mode.interview else '练习'}，"
             f"共 {session.num_questions} 题"
@@ -387,7 +388,9 @@ class ChatInterview:
             else f"**总分：{report.overall_score:g}/10**"
         )
         for q in report.questions:
-            lines.append(f"- {q.number}. [{q.topic}] {q.score:g}/10 — {q.text[:60]}")
+            topic = (q.topic_en or q.topic) if en else q.topic
+            text = (q.text_en or q.text) if en else q.text
+            lines.append(f"- {q.number}. [{topic}] {q.score:g}/10 — {text[:60]}")
         lines.append(
             f"Full report: GET /api/sessions/{session.id}/report?format=md"
             if en

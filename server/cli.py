@@ -129,7 +129,7 @@ def serve(
 def search(
     query: Annotated[str, typer.Argument(help="What to look for, in Chinese or English")],
     k: Annotated[int, typer.Option(min=1, max=50)] = 5,
-    mode: Annotated[str, typer.Option(help="hybrid | bm25 | dense")] = "hybrid",
+    mode: Annotated[str, typer.Option(help="v2 | hybrid | bm25 | dense")] = "v2",
 ) -> None:
     """Search the question bank."""
     from server.retrieval.search import SearchMode
@@ -140,16 +140,33 @@ def search(
     try:
         search_mode = SearchMode(mode)
     except ValueError as exc:
-        console.print(f"[red]Unknown mode {mode!r}; use hybrid, bm25 or dense.[/red]")
+        console.print(f"[red]Unknown mode {mode!r}; use v2, hybrid, bm25 or dense.[/red]")
         raise typer.Exit(2) from exc
     svc = _services()
     svc.ingest()
-    table = Table("#", "id", "topic", "question", "score")
-    for n, hit in enumerate(svc.searcher.search(query, k=k, mode=search_mode), start=1):
+    if search_mode == SearchMode.v2:
+        outcome = svc.searcher.find(query, k=k)
+        hits = outcome.hits
+    else:
+        outcome, hits = None, svc.searcher.search(query, k=k, mode=search_mode)
+    table = Table("#", "id", "topic", "question", "score", "relevance")
+    for n, hit in enumerate(hits, start=1):
+        relevance = "" if hit.relevance is None else f"{hit.relevance:.2f}"
         table.add_row(
-            str(n), hit.entry.id, hit.entry.topic, hit.entry.text[:80], f"{hit.score:.4f}"
+            str(n),
+            hit.entry.id,
+            hit.entry.topic,
+            hit.entry.text[:80],
+            f"{hit.score:.4f}",
+            relevance,
         )
     console.print(table)
+    if outcome is not None:
+        if outcome.match == "none":
+            topics = ", ".join(outcome.nearest_topics)
+            console.print(f"match: none — no close match in the bank — nearest topics: {topics}")
+        else:
+            console.print(f"match: {outcome.match.value}")
 
 
 @app.command()
@@ -191,42 +208,105 @@ def interview(
         raise typer.Exit(1)
 
 
+DEFAULT_RETRIEVAL_SETS = [
+    PROJECT_ROOT / "tests" / "eval" / "retrieval.jsonl",
+    PROJECT_ROOT / "tests" / "eval" / "retrieval_v2.jsonl",
+]
+
+
 @eval_app.command("retrieval")
 def eval_retrieval(
-    dataset: Annotated[Path, typer.Option(help="JSONL of {q, expect}")] = PROJECT_ROOT
-    / "tests"
-    / "eval"
-    / "retrieval.jsonl",
-    show_misses: Annotated[bool, typer.Option(help="List the queries hybrid missed")] = False,
+    dataset: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="JSONL of {q, expect} or {q, ids} (repeatable; default: tests/eval sets)"
+        ),
+    ] = None,
+    split: Annotated[str, typer.Option(help="test (held out) | train | all")] = "test",
+    show_misses: Annotated[bool, typer.Option(help="List the queries v2 missed")] = False,
 ) -> None:
-    """Recall@1, recall@5, MRR@10 for BM25-only, dense-only and hybrid in one run."""
-    from server.evaluation.retrieval import evaluate, load_cases
+    """BM25, dense, hybrid (v1) and v2 side by side: recall@1/@5, MRR@10, by language, no-match AUC."""
+    from server.evaluation.retrieval import evaluate as evaluate_retrieval
+    from server.evaluation.retrieval import load_many
     from server.retrieval.search import SearchMode
 
-    if not dataset.exists():
-        console.print(f"[red]No such dataset: {dataset}[/red]")
+    paths = dataset or DEFAULT_RETRIEVAL_SETS
+    missing = [p for p in paths if not p.exists()]
+    if missing or split not in ("test", "train", "all"):
+        console.print(
+            f"[red]No such dataset: {missing[0]}[/red]"
+            if missing
+            else "[red]split: test|train|all[/red]"
+        )
         raise typer.Exit(2)
-    cases = load_cases(dataset)
+    cases = load_many(paths, None if split == "all" else split)
     svc = _services()
     svc.ingest()
+    n_none = sum(c.no_match for c in cases)
     table = Table(
         f"retriever ({svc.embedder.name})",
         "recall@1",
         "recall@5",
         "MRR@10",
-        title=f"Retrieval on {dataset.name} ({len(cases)} queries)",
+        "zh recall@5 / MRR",
+        "en recall@5 / MRR",
+        "no-match AUC",
+        title=f"Retrieval, {split} split of {', '.join(p.name for p in paths)} "
+        f"({len(cases) - n_none} answerable + {n_none} no-match queries)",
     )
     results = {}
-    for mode in (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid):
-        s = evaluate(svc.searcher, cases, mode)
+    for mode in (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid, SearchMode.v2):
+        s = evaluate_retrieval(svc.searcher, svc.bank, cases, mode)
         results[mode] = s
+        langs = [
+            f"{s.by_language[lang][1]:.3f} / {s.by_language[lang][2]:.3f} (n={s.by_language[lang][0]})"
+            if lang in s.by_language
+            else "-"
+            for lang in ("zh", "en")
+        ]
         table.add_row(
-            mode.value, f"{s.recall_at_1:.3f}", f"{s.recall_at_5:.3f}", f"{s.mrr_at_10:.3f}"
+            mode.value,
+            f"{s.recall_at_1:.3f}",
+            f"{s.recall_at_5:.3f}",
+            f"{s.mrr_at_10:.3f}",
+            *langs,
+            "-" if s.no_match_auc is None else f"{s.no_match_auc:.3f}",
         )
     console.print(table)
     if show_misses:
-        for q in results[SearchMode.hybrid].misses:
+        for q in results[SearchMode.v2].misses:
             console.print(f"  miss: {q}")
+
+
+@eval_app.command("fit-ranker")
+def eval_fit_ranker(
+    dataset: Annotated[
+        list[Path] | None, typer.Option(help="JSONL sets; only their train split is used")
+    ] = None,
+) -> None:
+    """Refit search v2's ranker and match thresholds on the train split; writes ranker.json."""
+    from server.evaluation.fit_ranker import fit
+    from server.evaluation.retrieval import load_many
+    from server.retrieval.ranker import MODEL_PATH, RankerModel
+    from server.retrieval.search import QuestionSearcher
+
+    svc = _services()
+    svc.ingest()
+    # Built with placeholder weights: the stored ranker may not match the current features.
+    searcher = QuestionSearcher(
+        svc.bank,
+        svc.documents,
+        svc.vector_store,
+        glossary=svc.glossary,
+        ranker=RankerModel.untrained(),
+    )
+    report = fit(searcher, svc.bank, load_many(dataset or DEFAULT_RETRIEVAL_SETS, "train"))
+    report.model.save()
+    console.print(
+        f"fitted on {report.queries} train queries ({report.rows} candidate rows); "
+        f"5-fold CV: recall@5 {report.cv_recall_at_5:.3f}, no-match AUC {report.cv_auc:.3f}; "
+        f"strong >= {report.model.strong_at:.3f}, weak >= {report.model.weak_at:.3f} -> {MODEL_PATH}"
+    )
 
 
 DEFAULT_GRADING_SETS = [

@@ -16,6 +16,7 @@ from server.interview.engine import InterviewEngine
 from server.interview.phrasing import Phrasing
 from server.retrieval.documents import SearchDocument, build_documents
 from server.retrieval.embedder import Embedder, make_embedder
+from server.retrieval.glossary import Glossary
 from server.retrieval.search import QuestionSearcher
 from server.retrieval.vector_store import IngestReport, VectorStore, make_client
 from server.storage.db import Database, secure_dir
@@ -53,8 +54,16 @@ class Services:
     @cached_property
     def searcher(self) -> QuestionSearcher:
         return QuestionSearcher(
-            self.bank, self.documents, self.vector_store, rrf_k=self.settings.rrf_k
+            self.bank,
+            self.documents,
+            self.vector_store,
+            rrf_k=self.settings.rrf_k,
+            glossary=self.glossary,
         )
+
+    @cached_property
+    def glossary(self) -> Glossary:
+        return Glossary.load(self.settings.corpus_dir / "glossary.yaml")
 
     @cached_property
     def coding_tasks(self) -> CodingTasks:

@@ -57,9 +57,9 @@ def test_search_finds_paraphrases_in_both_languages(alice):
     ids = [h["id"] for h in en["results"]]
     assert "dpo-loss-from-bradley-terry" in ids
     first = en["results"][0]
-    assert set(first) >= {"id", "text", "text_en", "topic", "companies", "score"}
-    scores = [h["score"] for h in en["results"]]
-    assert scores == sorted(scores, reverse=True)
+    assert set(first) >= {"id", "text", "text_en", "topic", "companies", "score", "relevance"}
+    relevance = [h["relevance"] for h in en["results"]]
+    assert relevance == sorted(relevance, reverse=True)
 
 
 def test_search_hits_resolve_to_sub_questions(alice):

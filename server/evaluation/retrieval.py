@@ -1,32 +1,75 @@
-"""Retrieval evaluation: recall@1, recall@5 and MRR@10 for BM25-only, dense-only and hybrid."""
+"""Retrieval evaluation: recall@1, recall@5 and MRR@10 per retriever and language, plus how well the
+top hit's `relevance` separates queries the bank cannot answer (no-match AUC).
+
+Case files are JSONL, one query a line, in either form:
+  {"q": query, "expect": [substrings of the right entry's text]}   (the shared eval format)
+  {"q": query, "ids": [entry ids]}      an empty "ids" list marks a query the bank has no entry for
+Every case belongs to a split, "train" or "test", fixed by a hash of its query text (or an explicit
+"split" field): about 30% is test. Only train cases may be used to fit or tune anything
+(`sparring eval fit-ranker`); test is reported, never tuned on.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from server.corpus.bank import QuestionBank
 from server.retrieval.search import QuestionSearcher, SearchMode
+
+TEST_SHARE = 3  # of 10 hash buckets
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 @dataclass(frozen=True)
 class RetrievalCase:
     query: str
-    expect: list[str]
+    expect: list[str] = field(default_factory=list)  # substrings of a right entry's text
+    ids: list[str] = field(default_factory=list)  # or the right entries' ids
+    split: str = "train"
+
+    @property
+    def no_match(self) -> bool:
+        return not self.expect and not self.ids
+
+    @property
+    def language(self) -> str:
+        return "zh" if _CJK.search(self.query) else "en"
+
+    def relevant(self, bank: QuestionBank) -> set[str]:
+        """Ids of the entries that answer this query."""
+        found = set(self.ids)
+        if self.expect:
+            wanted = [_norm(x) for x in self.expect]
+            found |= {e.id for e in bank if any(w in _norm(e.text) for w in wanted)}
+        return found
 
 
 @dataclass(frozen=True)
 class RetrievalScores:
     mode: str
+    queries: int
     recall_at_1: float
     recall_at_5: float
     mrr_at_10: float
+    by_language: dict[str, tuple[int, float, float]]  # lang -> (queries, recall@5, MRR@10)
+    no_match_auc: float | None  # v2 only, when the set has both kinds of query
     misses: list[str]
 
 
 def _norm(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def split_of(query: str) -> str:
+    bucket = int(hashlib.sha1(query.strip().encode()).hexdigest()[:8], 16) % 10
+    return "test" if bucket < TEST_SHARE else "train"
 
 
 def load_cases(path: Path) -> list[RetrievalCase]:
@@ -35,10 +78,23 @@ def load_cases(path: Path) -> list[RetrievalCase]:
         if not line.strip():
             continue
         row = json.loads(line)
-        if not row.get("q") or not row.get("expect"):
-            raise ValueError(f"{path.name}:{n}: each case needs 'q' and a non-empty 'expect'")
-        cases.append(RetrievalCase(row["q"], list(row["expect"])))
+        query = str(row.get("q") or "").strip()
+        if not query or ("expect" not in row and "ids" not in row):
+            raise ValueError(f"{path.name}:{n}: each case needs 'q' and 'expect' or 'ids'")
+        if "expect" in row and not row["expect"]:
+            raise ValueError(f"{path.name}:{n}: 'expect' must not be empty (use \"ids\": [])")
+        split = row.get("split") or split_of(query)
+        if split not in ("train", "test"):
+            raise ValueError(f"{path.name}:{n}: split must be train or test")
+        cases.append(
+            RetrievalCase(query, list(row.get("expect") or []), list(row.get("ids") or []), split)
+        )
     return cases
+
+
+def load_many(paths: list[Path], split: str | None = None) -> list[RetrievalCase]:
+    cases = [c for p in paths for c in load_cases(p)]
+    return [c for c in cases if split is None or c.split == split]
 
 
 def first_relevant_rank(texts: list[str], expect: list[str]) -> int | None:
@@ -50,21 +106,59 @@ def first_relevant_rank(texts: list[str], expect: list[str]) -> int | None:
     return None
 
 
+def auc(positives: list[float], negatives: list[float]) -> float | None:
+    """P(a random positive scores above a random negative), ties counted half."""
+    if not positives or not negatives:
+        return None
+    p = np.asarray(positives)[:, None]
+    n = np.asarray(negatives)[None, :]
+    return float(((p > n).sum() + 0.5 * (p == n).sum()) / (p.size * n.size))
+
+
 def evaluate(
-    searcher: QuestionSearcher, cases: list[RetrievalCase], mode: SearchMode
+    searcher: QuestionSearcher,
+    bank: QuestionBank,
+    cases: list[RetrievalCase],
+    mode: SearchMode,
 ) -> RetrievalScores:
+    per_lang: dict[str, list[tuple[bool, float]]] = {}
     r1 = r5 = mrr = 0.0
+    matched = 0
     misses = []
+    top_matched: list[float] = []
+    top_none: list[float] = []
     for case in cases:
         hits = searcher.search(case.query, k=10, mode=mode)
-        rank = first_relevant_rank([h.entry.text for h in hits], case.expect)
-        if rank == 1:
-            r1 += 1
-        if rank is not None and rank <= 5:
-            r5 += 1
-        else:
+        top = hits[0].relevance if hits and hits[0].relevance is not None else None
+        if case.no_match:
+            if top is not None:
+                top_none.append(top)
+            continue
+        if top is not None:
+            top_matched.append(top)
+        matched += 1
+        relevant = case.relevant(bank)
+        rank = next((n for n, h in enumerate(hits, start=1) if h.entry.id in relevant), None)
+        r1 += rank == 1
+        in5 = rank is not None and rank <= 5
+        r5 += in5
+        rr = 1.0 / rank if rank is not None else 0.0
+        mrr += rr
+        per_lang.setdefault(case.language, []).append((in5, rr))
+        if not in5:
             misses.append(case.query)
-        if rank is not None:
-            mrr += 1.0 / rank
-    n = max(len(cases), 1)
-    return RetrievalScores(mode.value, r1 / n, r5 / n, mrr / n, misses)
+    n = max(matched, 1)
+    by_language = {
+        lang: (len(v), sum(x for x, _ in v) / len(v), sum(y for _, y in v) / len(v))
+        for lang, v in sorted(per_lang.items())
+    }
+    return RetrievalScores(
+        mode.value,
+        matched,
+        r1 / n,
+        r5 / n,
+        mrr / n,
+        by_language,
+        auc(top_matched, top_none),
+        misses,
+    )

@@ -573,17 +573,15 @@ class InterviewEngine:
             candidate = self.bank.get(edge.id)
             if candidate and candidate.id not in asked and self._filters_accept(session, candidate):
                 return candidate
-        weak = self._weak_areas(session)
         hits = self.searcher.search(entry.text, k=15, filters=SearchFilters())
-        fresh = [
-            h.entry
-            for h in hits
-            if h.entry.id not in asked
-            and h.entry.rubric is not None
-            and self._filters_accept(session, h.entry)
-        ]
-        fresh.sort(key=lambda e: 0 if e.area.value in weak else 1)
-        return fresh[0] if fresh else None
+        return selection.pick_related(
+            hits,
+            lambda e: e.id not in asked
+            and e.rubric is not None
+            and self._filters_accept(session, e),
+            self._weak_areas(session),
+            self.searcher.ranker.weak_at,
+        )
 
     def _weak_areas(self, session: InterviewSession) -> set[str]:
         scores: dict[str, list[float]] = {}

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
 from server.interview.schemas import SessionRequest
+from server.retrieval.search import SearchHit
 
 DIFFICULTY_PATTERN = (2, 1, 3)
 PLAN_LENGTH = 60
@@ -55,3 +57,22 @@ def plan(
             if buckets[level]:
                 mixed.append(buckets[level].pop(0))
     return (first + mixed)[:PLAN_LENGTH]
+
+
+def pick_related(
+    hits: list[SearchHit],
+    usable: Callable[[QuestionEntry], bool],
+    weak_areas: set[str],
+    min_relevance: float,
+) -> QuestionEntry | None:
+    """The follow-up to ask among search hits for the current question's text: a usable entry
+    that search judges at least a weak match (relevance >= min_relevance), the candidate's weak
+    areas first, then by relevance. Only when no hit is that close does a loosely related one do,
+    so an unrelated question is never passed off as a follow-up while a related one exists."""
+    fresh = [h for h in hits if usable(h.entry)]
+    close = [h for h in fresh if h.relevance is None or h.relevance >= min_relevance]
+    pool = close or fresh
+    if not pool:
+        return None
+    pool.sort(key=lambda h: (h.entry.area.value not in weak_areas, -(h.relevance or 0.0)))
+    return pool[0].entry

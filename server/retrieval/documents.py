@@ -21,7 +21,7 @@ class SearchDocument:
         return hashlib.sha256(f"{embedder_name}\x00{self.text}".encode()).hexdigest()
 
 
-def _headline(text: str, limit: int) -> str:
+def headline(text: str, limit: int) -> str:
     """The part of a multi-part question before its numbered parts (or its opening)."""
     stem, parts = split_numbered(text)
     head = stem if parts and len(stem) >= 4 else text
@@ -35,7 +35,7 @@ def build_documents(bank: QuestionBank) -> list[SearchDocument]:
     for e in bank:
         zh, en = e.text, e.text_en
         if e.subquestions:
-            zh, en = _headline(e.text, 120), _headline(e.text_en, 300)
+            zh, en = headline(e.text, 120), headline(e.text_en, 300)
         docs.append(SearchDocument(f"{e.id}#zh", e.id, "", f"{e.topic}：{zh}"))
         docs.append(SearchDocument(f"{e.id}#en", e.id, "", en))
         for sq in e.subquestions:

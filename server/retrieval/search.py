@@ -1,4 +1,10 @@
-"""Hybrid question search: BM25 over jieba/Latin tokens plus dense Chroma, fused by reciprocal rank."""
+"""Question search.
+
+`v2` (the default): glossary query expansion on both sides, entries scored by their best-matching
+part, a learned ranker giving each result a calibrated `relevance` and the query a `match`
+(server/retrieval/ranker.py). `bm25`, `dense` and `hybrid` (reciprocal-rank fusion, the v1 search)
+stay for comparison in `sparring eval retrieval`.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,9 @@ from scipy.sparse import csc_matrix
 
 from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
-from server.retrieval.documents import SearchDocument, lexical_text
+from server.retrieval.documents import SearchDocument, headline, lexical_text
+from server.retrieval.glossary import Glossary
+from server.retrieval.ranker import FEATURES, Match, RankerModel, breadth
 from server.retrieval.tokenize import tokenize
 from server.retrieval.vector_store import VectorStore
 
@@ -20,6 +28,13 @@ CANDIDATES = 80
 # Reciprocal-rank-fusion weights: dense retrieval is the stronger signal on paraphrases.
 DENSE_WEIGHT = 1.0
 BM25_WEIGHT = 0.7
+# v2: dense documents fetched per query (the bank has ~1000), entries the ranker scores, and the
+# BM25 weight of tokens that come from glossary expansion rather than from the query itself.
+V2_DENSE_DOCS = 160
+V2_CANDIDATES = 40
+EXPANSION_WEIGHT = 0.8
+# How far a query's vector moves towards the mean embedding of the glossary concepts it names.
+CONCEPT_PULL = 0.5
 
 
 class _Bm25Matrix:
@@ -37,15 +52,28 @@ class _Bm25Matrix:
                 cols.append(self._vocab[term])
                 vals.append(bm25.idf[term] * tf * (bm25.k1 + 1) / (tf + norm))
         self._matrix = csc_matrix((vals, (rows, cols)), shape=(len(corpus), len(self._vocab)))
+        self._max_weight = self._matrix.max(axis=0).toarray().ravel()
 
-    def scores(self, tokens: list[str]) -> np.ndarray:
-        ids = [self._vocab[t] for t in tokens if t in self._vocab]
-        if not ids:
+    def scores(self, tokens: list[str], weights: list[float] | None = None) -> np.ndarray:
+        pairs = [
+            (self._vocab[t], 1.0 if weights is None else weights[i])
+            for i, t in enumerate(tokens)
+            if t in self._vocab
+        ]
+        if not pairs:
             return np.zeros(self._matrix.shape[0])
-        return np.asarray(self._matrix[:, ids].sum(axis=1)).ravel()
+        ids = [p[0] for p in pairs]
+        w = np.asarray([p[1] for p in pairs])
+        return np.asarray(self._matrix[:, ids] @ w).ravel()
+
+    def idf(self, token: str) -> float:
+        """The largest weight the token has in any document: a stand-in for its informativeness."""
+        i = self._vocab.get(token)
+        return 0.0 if i is None else float(self._max_weight[i])
 
 
 class SearchMode(StrEnum):
+    v2 = "v2"
     hybrid = "hybrid"
     bm25 = "bm25"
     dense = "dense"
@@ -72,7 +100,15 @@ class SearchFilters:
 class SearchHit:
     entry: QuestionEntry
     subquestion_id: str  # the sub-question that matched best, "" for the entry itself
-    score: float
+    score: float  # v1 modes: the fusion / retriever score; v2: the ranker's logit-free score
+    relevance: float | None = None  # v2 only: calibrated probability that this entry is asked
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    hits: list[SearchHit]
+    match: Match
+    nearest_topics: list[str]  # topics of the best candidates, for "no close match" messages
 
 
 class QuestionSearcher:
@@ -82,6 +118,8 @@ class QuestionSearcher:
         docs: list[SearchDocument],
         store: VectorStore,
         rrf_k: int = 60,
+        glossary: Glossary | None = None,
+        ranker: RankerModel | None = None,
     ) -> None:
         self._bank = bank
         self._docs = docs
@@ -94,6 +132,42 @@ class QuestionSearcher:
         ]
         self._by_id.update({d.doc_id: d for d in self._lexical})
         self._bm25 = _Bm25Matrix([list(tokenize(d.text)) or ["∅"] for d in self._lexical])
+        self.glossary = glossary or Glossary([])
+        self.ranker = ranker or RankerModel.load()
+        self._concept_vecs: dict[str, np.ndarray] | None = None
+        self._concept_vectors()  # at start-up, not in the first user's search
+        self._setup_v2()
+
+    def _setup_v2(self) -> None:
+        """v2 indexes: BM25 over each entry's parts (headline / sub-questions / the whole of a
+        single-part entry) and over its whole lexical text, and the glossary concepts of each part."""
+        self._entries = list(self._bank)
+        self._entry_pos = {e.id: i for i, e in enumerate(self._entries)}
+        unit_entry, unit_sub, unit_texts = [], [], []
+        for i, e in enumerate(self._entries):
+            if e.subquestions:
+                head = f"{e.topic} {headline(e.text, 120)} {headline(e.text_en, 300)}"
+            else:
+                head = f"{e.topic} {e.text} {e.text_en}"
+            unit_entry.append(i), unit_sub.append(""), unit_texts.append(head)
+            for sq in e.subquestions:
+                unit_entry.append(i), unit_sub.append(sq.id)
+                unit_texts.append(f"{e.topic} {sq.text} {sq.text_en}")
+        self._unit_entry = np.asarray(unit_entry)
+        self._entry_units = [
+            np.flatnonzero(self._unit_entry == i) for i in range(len(self._entries))
+        ]
+        self._unit_sub = unit_sub
+        unit_tokens = [list(tokenize(t)) or ["∅"] for t in unit_texts]
+        self._unit_tokens = [frozenset(t) for t in unit_tokens]
+        self._unit_bm25 = _Bm25Matrix(unit_tokens)
+        self._unit_concepts = [self.glossary.concepts_in(t) for t in unit_texts]
+        self._entry_concepts = [self.glossary.concepts_in(lexical_text(e)) for e in self._entries]
+        self._bank_concepts = frozenset().union(*self._entry_concepts)
+        self._entry_parts = np.asarray([len(e.subquestions) for e in self._entries])
+        self._lex_bm25 = _Bm25Matrix(
+            [list(tokenize(lexical_text(e))) or ["∅"] for e in self._entries]
+        )
 
     def _bm25_ranking(self, query: str) -> list[tuple[str, float]]:
         tokens = list(tokenize(query))
@@ -120,8 +194,10 @@ class QuestionSearcher:
         query: str,
         k: int = 5,
         filters: SearchFilters | None = None,
-        mode: SearchMode = SearchMode.hybrid,
+        mode: SearchMode = SearchMode.v2,
     ) -> list[SearchHit]:
+        if mode == SearchMode.v2:
+            return self.find(query, k, filters).hits
         filters = filters or SearchFilters()
         rankings: list[list[tuple[str, str, float]]] = []
         if mode in (SearchMode.hybrid, SearchMode.bm25):
@@ -152,3 +228,147 @@ class QuestionSearcher:
                     best_sub[entry_id] = (rank, sub_id)
         order = sorted(scores, key=lambda eid: -scores[eid])
         return [(eid, best_sub[eid][1], scores[eid]) for eid in order]
+
+    # ---- v2 ------------------------------------------------------------------------------
+
+    def candidates(
+        self, query: str, filters: SearchFilters | None = None
+    ) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
+        """The entries worth scoring for a query, among those the filters accept: (entry ids, best
+        sub-question ids, the ranker's feature matrix in FEATURES order, each one's rank-fusion
+        score)."""
+        expansion = self.glossary.expand(query)
+        q_tokens = list(tokenize(query))
+        own = set(q_tokens)
+        extra = [t for t in dict.fromkeys(tokenize(expansion.extra_text)) if t not in own]
+        tokens = q_tokens + extra
+        weights = [1.0] * len(q_tokens) + [EXPANSION_WEIGHT] * len(extra)
+        n = len(self._entries)
+
+        # BM25: each entry's best part, and which part that is.
+        unit_scores = self._unit_bm25.scores(tokens, weights)
+        order = np.argsort(unit_scores, kind="stable")
+        best_unit = np.zeros(n, dtype=int)
+        best_unit[self._unit_entry[order]] = order  # later (higher) scores overwrite
+        part = unit_scores[best_unit]
+        lexical = self._lex_bm25.scores(tokens, weights)
+
+        # Dense: the query with English names after its Chinese terms, and that vector moved
+        # towards the embeddings of its concepts' bilingual names (precomputed: no second pass
+        # through the encoder).
+        vector = self._store.embed_queries([self.glossary.annotate(query)])[0]
+        plain, plain_sub = self._dense_by_entry(vector)
+        if expansion.concepts:
+            names = self._concept_vectors()
+            pull = np.mean([names[c] for c in sorted(expansion.concepts)], axis=0)
+            moved = vector + CONCEPT_PULL * pull
+            expanded, expanded_sub = self._dense_by_entry(moved / np.linalg.norm(moved))
+        else:
+            expanded, expanded_sub = plain, plain_sub
+
+        by_dense = np.argsort(-expanded, kind="stable")
+        by_bm25 = np.argsort(-part, kind="stable")
+        if filters is not None:
+            ok = [filters.accepts(e) for e in self._entries]
+            dense_pool = [i for i in by_dense if ok[i]]
+            bm25_pool = [i for i in by_bm25 if ok[i]]
+        else:
+            dense_pool, bm25_pool = list(by_dense), list(by_bm25)
+        chosen = list(dict.fromkeys([*dense_pool[:V2_CANDIDATES], *bm25_pool[:V2_CANDIDATES]]))
+        dense_rank = np.empty(n)
+        dense_rank[by_dense] = np.arange(1, n + 1)
+        bm25_rank = np.empty(n)
+        bm25_rank[by_bm25] = np.arange(1, n + 1)
+
+        idf = {t: self._unit_bm25.idf(t) for t in own}
+        idf_total = sum(idf.values()) or 1.0
+        q_concepts = self.glossary.specific(expansion.concepts)
+        missing = float(bool(q_concepts - self._bank_concepts))
+        top_part = float(part.max()) or 1.0
+        top_lex = float(lexical.max()) or 1.0
+        top_dense = float(expanded.max())
+
+        rows = []
+        subs = []
+        for i in chosen:
+            u = int(best_unit[i])
+            covered = sum(w for t, w in idf.items() if t in self._unit_tokens[u]) / idf_total
+            if q_concepts:
+                overlap = max(
+                    len(q_concepts & self._unit_concepts[j]) for j in self._entry_units[i]
+                ) / len(q_concepts)
+                overlap_entry = len(q_concepts & self._entry_concepts[i]) / len(q_concepts)
+            else:
+                overlap = overlap_entry = 0.0
+            rows.append(
+                (
+                    plain[i],
+                    expanded[i],
+                    expanded[i] - top_dense,
+                    part[i] / top_part,
+                    covered,
+                    lexical[i] / top_lex,
+                    overlap,
+                    overlap_entry,
+                    missing,
+                    float(not q_concepts),
+                    1.0 / dense_rank[i],
+                    1.0 / bm25_rank[i],
+                    breadth(int(self._entry_parts[i])),
+                )
+            )
+            subs.append(expanded_sub.get(i) or plain_sub.get(i) or self._unit_sub[u])
+        features = np.asarray(rows, dtype=float).reshape(len(rows), len(FEATURES))
+        fusion = np.asarray(
+            [
+                BM25_WEIGHT / (self._rrf_k + bm25_rank[i])
+                + DENSE_WEIGHT / (self._rrf_k + dense_rank[i])
+                for i in chosen
+            ]
+        )
+        return [self._entries[i].id for i in chosen], subs, features, fusion
+
+    def _concept_vectors(self) -> dict[str, np.ndarray]:
+        """Each glossary concept's canonical bilingual name, embedded once per searcher."""
+        if self._concept_vecs is None:
+            ids = list(self.glossary.concepts)
+            names = [self.glossary.concepts[c].canonical for c in ids]
+            vectors = self._store.embed_queries(names) if names else []
+            self._concept_vecs = dict(zip(ids, vectors, strict=True))
+        return self._concept_vecs
+
+    def _dense_by_entry(self, vector: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
+        """Each entry's best cosine over its documents (entries not returned get the lowest seen)."""
+        results = self._store.query_vector(vector, V2_DENSE_DOCS)
+        floor = min((c for _, c in results), default=0.0)
+        best = np.full(len(self._entries), floor - 0.01)
+        sub: dict[int, str] = {}
+        for doc_id, cos in results:  # best first
+            doc = self._by_id.get(doc_id)
+            i = self._entry_pos.get(doc.entry_id) if doc else None
+            if i is not None and i not in sub:
+                best[i] = cos
+                sub[i] = doc.subquestion_id
+        return best, sub
+
+    def find(self, query: str, k: int = 5, filters: SearchFilters | None = None) -> SearchOutcome:
+        """v2 search: the k most relevant entries the filters accept, each with a calibrated
+        relevance, and the query's match (strong / weak / none) judged on the best of them."""
+        filters = filters or SearchFilters()
+        ids, subs, features, fusion = self.candidates(query, filters)
+        relevance = self.ranker.relevance(features)
+        order = np.argsort(-relevance, kind="stable")
+        match = self.ranker.match(float(relevance[order[0]]) if len(order) else None)
+        hits: list[SearchHit] = []
+        for j in order:
+            entry = self._bank.get(ids[j])
+            if entry is not None and filters.accepts(entry):
+                hits.append(
+                    SearchHit(
+                        entry, subs[j], round(float(fusion[j]), 6), round(float(relevance[j]), 4)
+                    )
+                )
+            if len(hits) >= k:
+                break
+        topics = list(dict.fromkeys(self._bank.get(ids[j]).topic for j in order[:5]))[:3]
+        return SearchOutcome(hits, match, topics)

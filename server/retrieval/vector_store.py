@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import chromadb
+import numpy as np
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.config import Settings as ChromaSettings
 
@@ -16,6 +18,7 @@ from server.retrieval.documents import SearchDocument
 from server.retrieval.embedder import Embedder
 
 BATCH = 64
+QUERY_CACHE_SIZE = 2048
 
 
 class ProjectEmbeddingFunction(EmbeddingFunction[Documents]):
@@ -91,6 +94,8 @@ def make_client(settings: Settings) -> chromadb.ClientAPI:
 class VectorStore:
     def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, prefix: str) -> None:
         self._embedder = embedder
+        self._query_cache: dict[str, np.ndarray] = {}
+        self._cache_lock = threading.Lock()
         self._collection = client.get_or_create_collection(
             name=f"{prefix}-{embedder.name}",
             embedding_function=ProjectEmbeddingFunction(embedder),
@@ -142,9 +147,22 @@ class VectorStore:
                 progress(done, len(todo))
         return IngestReport(embedded=len(todo), deleted=len(stale), unchanged=len(docs) - len(todo))
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Query vectors; repeated texts (evaluation runs, the engine's follow-up searches on
+        question texts) come from a small per-store cache instead of the encoder."""
+        # The encoder serialises calls anyway, so one lock around the whole lookup costs nothing.
+        with self._cache_lock:
+            todo = [t for t in dict.fromkeys(texts) if t not in self._query_cache]
+            if todo:
+                for t, v in zip(todo, self._embedder.embed_queries(todo), strict=True):
+                    if len(self._query_cache) >= QUERY_CACHE_SIZE:
+                        self._query_cache.pop(next(iter(self._query_cache)))
+                    self._query_cache[t] = v
+            return np.stack([self._query_cache[t] for t in texts])
+
     def query(self, text: str, n: int) -> list[tuple[str, float]]:
         """(doc_id, cosine similarity) best first."""
-        return self.query_vector(self._embedder.embed_queries([text])[0], n)
+        return self.query_vector(self.embed_queries([text])[0], n)
 
     def query_vector(self, vector, n: int) -> list[tuple[str, float]]:
         n = max(1, min(n, self.count()))

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from server.api.auth import current_user
 from server.api.errors import ApiError, not_found
 from server.corpus.schema import QuestionEntry, QuestionType
+from server.retrieval.ranker import Match
 from server.retrieval.search import SearchFilters
 from server.services import Services
 
@@ -30,12 +31,22 @@ class SearchResult(BaseModel):
     topic: str
     area: str
     companies: list[str]
-    score: float
+    score: float = Field(description="rank-fusion value of BM25 and dense ranks (not calibrated)")
+    relevance: float = Field(
+        ge=0.0, le=1.0, description="calibrated probability that this entry is the question asked"
+    )
     subquestion: dict[str, str] | None = None
 
 
 class SearchResponse(BaseModel):
     results: list[SearchResult]
+    match: Match = Field(
+        description="strong: the top result is very likely the question; weak: maybe; "
+        "none: the bank has no close match (see nearest_topics)"
+    )
+    nearest_topics: list[str] = Field(
+        description="topics of the closest entries, for a 'no close match' message"
+    )
 
 
 def services(request: Request) -> Services:
@@ -76,9 +87,9 @@ def search_questions(
         raise ApiError(422, "invalid_request", "q: the search text must not be empty")
     svc = services(request)
     filters = SearchFilters(topic=topic, company=company, type=type and type.value, area=area)
-    hits = svc.searcher.search(q.strip(), k=k, filters=filters)
+    outcome = svc.searcher.find(q.strip(), k=k, filters=filters)
     results = []
-    for hit in hits:
+    for hit in outcome.hits:
         e = hit.entry
         sub = next((s for s in e.subquestions if s.id == hit.subquestion_id), None)
         results.append(
@@ -90,10 +101,13 @@ def search_questions(
                 area=e.area.value,
                 companies=e.companies,
                 score=hit.score,
+                relevance=hit.relevance or 0.0,
                 subquestion=sub.model_dump() if sub else None,
             )
         )
-    return SearchResponse(results=results)
+    return SearchResponse(
+        results=results, match=outcome.match, nearest_topics=outcome.nearest_topics
+    )
 
 
 @router.get("/{question_id}")

@@ -1,0 +1,106 @@
+"""Search v2's learned ranker: per (query, entry) features -> calibrated relevance in [0, 1].
+
+A logistic regression over a handful of features (dense cosine with and without glossary expansion,
+BM25 over each entry's parts, glossary concept overlap, ...). Its probability is both the ranking
+score and the `relevance` shown to users; the query's `match` comes from the top relevance and two
+thresholds. Weights and thresholds live in `ranker.json` next to this file and are refitted by
+`sparring eval fit-ranker` (server/evaluation/fit_ranker.py) on the training split only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+
+MODEL_PATH = Path(__file__).with_name("ranker.json")
+
+FEATURES = (
+    "dense",  # best cosine between the query and any of the entry's documents (parts included)
+    "dense_expanded",  # the same for the query with glossary names appended
+    "dense_gap",  # dense_expanded minus the best dense_expanded of any entry (0 for the top one)
+    "bm25_part",  # best BM25 over the entry's parts / the query's best such score
+    "bm25_coverage",  # idf share of the query's own tokens found in the entry's best part
+    "bm25_lexical",  # BM25 of the whole entry incl. rubric vocabulary / the query's best
+    "concept_overlap",  # share of the query's specific glossary concepts in the entry's best part
+    "concept_overlap_entry",  # the same over the whole entry incl. its rubric vocabulary
+    "concept_missing",  # the query names a glossary concept that no bank entry names (0/1)
+    "no_concepts",  # the query names no specific glossary concept (0/1)
+    "dense_rank",  # 1 / rank by dense_expanded
+    "bm25_rank",  # 1 / rank by bm25_part
+    "breadth",  # log(1 + number of parts): breadth alone should not win
+)
+
+
+class Match(StrEnum):
+    strong = "strong"
+    weak = "weak"
+    none = "none"
+
+
+@dataclass(frozen=True)
+class RankerModel:
+    weights: np.ndarray
+    bias: float
+    mean: np.ndarray
+    scale: np.ndarray
+    strong_at: float  # top relevance at or above this: "strong"
+    weak_at: float  # at or above this (and below strong_at): "weak"; below: "none"
+    meta: dict
+
+    def relevance(self, features: np.ndarray) -> np.ndarray:
+        z = ((features - self.mean) / self.scale) @ self.weights + self.bias
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+
+    def match(self, top_relevance: float | None) -> Match:
+        if top_relevance is None or top_relevance < self.weak_at:
+            return Match.none
+        return Match.strong if top_relevance >= self.strong_at else Match.weak
+
+    def to_json(self) -> dict:
+        return {
+            "features": list(FEATURES),
+            "weights": [round(float(w), 6) for w in self.weights],
+            "bias": round(self.bias, 6),
+            "mean": [round(float(m), 6) for m in self.mean],
+            "scale": [round(float(s), 6) for s in self.scale],
+            "strong_at": round(self.strong_at, 4),
+            "weak_at": round(self.weak_at, 4),
+            "meta": self.meta,
+        }
+
+    def save(self, path: Path = MODEL_PATH) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
+
+    @classmethod
+    def load(cls, path: Path = MODEL_PATH) -> RankerModel:
+        data = json.loads(path.read_text())
+        if tuple(data["features"]) != FEATURES:
+            raise ValueError(
+                f"{path.name} was fitted on other features; refit: sparring eval fit-ranker"
+            )
+        return cls(
+            weights=np.asarray(data["weights"], dtype=float),
+            bias=float(data["bias"]),
+            mean=np.asarray(data["mean"], dtype=float),
+            scale=np.asarray(data["scale"], dtype=float),
+            strong_at=float(data["strong_at"]),
+            weak_at=float(data["weak_at"]),
+            meta=dict(data.get("meta") or {}),
+        )
+
+    @classmethod
+    def untrained(cls) -> RankerModel:
+        """Hand weights used only to produce the first training features (never served)."""
+        w = np.zeros(len(FEATURES))
+        w[FEATURES.index("dense_expanded")] = 3.0
+        w[FEATURES.index("bm25_part")] = 1.0
+        return cls(w, 0.0, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), 0.9, 0.5, {})
+
+
+def breadth(parts: int) -> float:
+    return math.log1p(parts)

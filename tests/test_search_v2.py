@@ -1,0 +1,206 @@
+"""Search v2 through the real app over HTTP (real bank, Chroma, e5 model, fitted ranker), plus the
+glossary, the eval-set splits and the ranker fit on real candidates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.evaluation.fit_ranker import fit
+from server.evaluation.retrieval import RetrievalCase, auc, load_cases, split_of
+from server.retrieval.glossary import Glossary
+from server.retrieval.ranker import FEATURES, MODEL_PATH, RankerModel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _search(client, q: str, k: int = 5, **params) -> dict:
+    r = client.get("/api/questions/search", params={"q": q, "k": k, **params})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+@pytest.mark.parametrize(
+    ("query", "wanted", "within"),
+    [
+        ("同策略和异策略有什么区别？", {"on-policy-vs-off-policy"}, 3),
+        ("演员-评论员算法中，评论员起了什么作用？", {"critic-model-role"}, 3),
+        (
+            "GRPO算法介绍",
+            {"grpo-awareness", "grpo-implementation-and-models", "grpo-principles-overview"},
+            3,
+        ),
+        ("DPO 为什么能绕开 RM 和 PPO？", {"dpo-principle"}, 3),
+        ("熵坍塌怎么判断", {"entropy-collapse"}, 1),
+    ],
+)
+def test_issue_queries_find_their_entries(alice, query, wanted, within):
+    body = _search(alice, query)
+    ids = [h["id"] for h in body["results"]][:within]
+    assert wanted & set(ids), f"{query!r} -> {ids}"
+
+
+@pytest.mark.parametrize(
+    "query", ["同策略和异策略有什么区别？", "GRPO算法介绍", "DQN 的伪代码怎么写"]
+)
+def test_clear_questions_get_a_strong_match(alice, query):
+    assert _search(alice, query)["match"] == "strong"
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["Walk me through Constitutional AI", "LoRA 的原理，为什么低秩", "手写快排"],
+)
+def test_questions_the_bank_does_not_have_get_match_none(alice, query):
+    body = _search(alice, query)
+    assert body["match"] == "none", body
+    assert body["results"], "results are still listed, best first"
+    assert body["nearest_topics"] and all(isinstance(t, str) for t in body["nearest_topics"])
+    assert body["results"][0]["relevance"] < 0.5
+
+
+def test_schema_and_relevance_are_calibrated_and_ordered(alice):
+    body = _search(alice, "DQN 的伪代码怎么写", k=8)
+    assert set(body) >= {"results", "match", "nearest_topics"}
+    results = body["results"]
+    assert len(results) == 8
+    for hit in results:
+        assert set(hit) >= {"id", "text", "text_en", "topic", "companies", "score", "relevance"}
+        assert 0.0 <= hit["relevance"] <= 1.0
+    relevance = [h["relevance"] for h in results]
+    assert relevance == sorted(relevance, reverse=True)
+    assert results[0]["id"] == "dqn-pseudocode-td-loss"
+    assert results[0]["relevance"] > results[-1]["relevance"]
+
+
+def test_catch_all_entries_do_not_crowd_a_specific_question(alice):
+    ids = [h["id"] for h in _search(alice, "GRPO 的 reward 是每个 token 一个吗")["results"]]
+    assert ids[0] == "grpo-reward-sequence-or-token"
+    ids = [h["id"] for h in _search(alice, "GRPO 组里全对或者全错怎么办")["results"]]
+    assert ids[0] == "grpo-all-correct-all-wrong-groups"
+
+
+def test_filters_apply_before_the_top_k(alice):
+    body = _search(alice, "DPO 的损失函数", k=10, area="grpo")
+    assert body["results"] and all(h["area"] == "grpo" for h in body["results"])
+
+
+def test_cli_search_prints_relevance_and_no_match(services, monkeypatch):
+    from typer.testing import CliRunner
+
+    import server.cli as cli
+
+    monkeypatch.setattr(cli, "_services", lambda: services)
+    runner = CliRunner()
+    out = runner.invoke(cli.app, ["search", "Walk me through Constitutional AI"])
+    assert out.exit_code == 0, out.output
+    assert "no close match in the bank — nearest topics:" in out.output
+    out = runner.invoke(cli.app, ["search", "DQN 的伪代码怎么写", "--k", "3"])
+    assert out.exit_code == 0 and "relevance" in out.output and "match: strong" in out.output
+
+
+# ---- glossary -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def glossary() -> Glossary:
+    return Glossary.load(ROOT / "corpus" / "glossary.yaml")
+
+
+def test_glossary_is_a_few_hundred_terms_in_both_languages(glossary):
+    forms = [f for c in glossary.concepts.values() for f in c.forms]
+    assert len(glossary.concepts) >= 150 and len(forms) >= 600
+    for term, concept in [
+        ("同策略", "on-policy"),
+        ("异策略", "off-policy"),
+        ("演员-评论员", "actor-critic"),
+        ("评论员", "critic"),
+        ("价值网络", "critic"),
+        ("优势函数", "advantage"),
+        ("重要性采样", "importance-sampling"),
+        ("信赖域", "trust-region"),
+        ("奖励模型", "reward-model"),
+        ("策略梯度", "policy-gradient"),
+        ("熵坍塌", "entropy-collapse"),
+        ("拒绝采样", "rejection-sampling"),
+        ("过程奖励", "process-reward"),
+    ]:
+        assert concept in glossary.concepts_in(term), term
+
+
+def test_glossary_prefers_longest_terms_and_respects_latin_word_edges(glossary):
+    found = glossary.find("重要性采样和拒绝采样有什么不同")
+    assert set(found) >= {"importance-sampling", "rejection-sampling"}
+    assert "rollout" not in found  # 采样 inside the longer terms is not a separate hit
+    assert "cross-entropy" in glossary.concepts_in("交叉熵")
+    assert "entropy" not in glossary.concepts_in("交叉熵")
+    assert "reinforcement-learning" not in glossary.concepts_in("the url of the world")
+    assert "reinforcement-learning" in glossary.concepts_in("RL 训练")
+    expansion = glossary.expand("DPO 为什么能绕开 RM")
+    assert "reward-model" in expansion.concepts and "奖励模型" in expansion.extra_text
+
+
+def test_glossary_rejects_duplicate_ids(tmp_path):
+    bad = tmp_path / "g.yaml"
+    bad.write_text("- {id: a, en: [x]}\n- {id: a, zh: [乙]}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="duplicate"):
+        Glossary.load(bad)
+
+
+# ---- eval sets, splits and the fit ---------------------------------------------------------
+
+
+def test_eval_sets_are_split_by_query_hash_with_no_match_cases_in_both_splits():
+    cases = load_cases(ROOT / "tests/eval/retrieval_v2.jsonl")
+    assert all(c.split == split_of(c.query) for c in cases)
+    test = [c for c in cases if c.split == "test"]
+    train = [c for c in cases if c.split == "train"]
+    assert 0.2 < len(test) / len(cases) < 0.4
+    for part in (test, train):
+        assert sum(c.no_match for c in part) >= 10
+        assert {c.language for c in part} == {"zh", "en"}
+
+
+def test_auc_counts_ties_as_half():
+    assert auc([0.9, 0.8], [0.1, 0.2]) == 1.0
+    assert auc([0.5], [0.5]) == 0.5
+    assert auc([0.1], [0.9]) == 0.0
+    assert auc([], [0.3]) is None
+
+
+def test_the_shipped_ranker_matches_the_features_and_was_fit_on_train_only():
+    model = RankerModel.load(MODEL_PATH)
+    assert len(model.weights) == len(FEATURES)
+    assert 0.0 < model.weak_at <= model.strong_at <= 1.0
+    meta = model.meta
+    total_train = sum(
+        c.split == "train"
+        for p in ("retrieval.jsonl", "retrieval_v2.jsonl")
+        for c in load_cases(ROOT / "tests/eval" / p)
+    )
+    assert meta["train_queries"] == total_train
+
+
+def test_fit_reads_only_the_train_split(services):
+    bank = services.bank
+    train = [
+        RetrievalCase("同策略和异策略的区别", ids=["on-policy-vs-off-policy"]),
+        RetrievalCase("DQN 伪代码", ids=["dqn-pseudocode-td-loss"]),
+        RetrievalCase("熵坍塌怎么解决", ids=["entropy-collapse"]),
+        RetrievalCase("GRPO 公式", ids=["grpo-formula"]),
+        RetrievalCase("why is PPO called PPO", ids=["why-ppo-name"]),
+        RetrievalCase("Bradley-Terry 推导", ids=["bradley-terry-derivation"]),
+        RetrievalCase("LoRA 的原理", ids=[]),
+        RetrievalCase("手写快排", ids=[]),
+        RetrievalCase("speculative decoding", ids=[]),
+        RetrievalCase("KV cache 是什么", ids=[]),
+    ]
+    # Held-out cases with deliberately wrong labels: if fit read them, its row count would grow.
+    test = [RetrievalCase("DPO 原理", ids=["why-ppo-name"], split="test")] * 3
+    report = fit(services.searcher, bank, train + test)
+    assert report.queries == len(train)
+    searcher_rows = sum(len(services.searcher.candidates(c.query)[0]) for c in train)
+    assert report.rows == searcher_rows
+    relevance = report.model.relevance(services.searcher.candidates("DQN 伪代码")[2])
+    assert ((relevance >= 0) & (relevance <= 1)).all()

@@ -1,4 +1,9 @@
-"""Search latency through HTTP (p50/p95) and first/second ingest time of the whole bank.
+"""Search latency through HTTP (p50/p95 of search v2, the API's pipeline) and first/second ingest
+time of the whole bank; then, in process, v1 hybrid vs v2 per query so the cost of v2's extra stages
+(glossary, per-part BM25, the ranker) is visible beside the encoder's.
+
+Queries: every query of tests/eval/retrieval*.jsonl, each new to the server's query-vector cache
+until the list wraps (use --requests <= the number of queries for a cache-free figure).
 
 Run: .venv/bin/python benchmarks/search_latency.py [--requests 300]
 """
@@ -14,6 +19,7 @@ import httpx
 from common import ROOT, serve, summary
 
 from server.config import Settings
+from server.retrieval.search import SearchMode
 from server.services import Services
 
 
@@ -23,7 +29,8 @@ def main() -> None:
     args = parser.parse_args()
     queries = [
         json.loads(line)["q"]
-        for line in (ROOT / "tests/eval/retrieval.jsonl").read_text().splitlines()
+        for name in ("retrieval.jsonl", "retrieval_v2.jsonl")
+        for line in (ROOT / "tests/eval" / name).read_text().splitlines()
         if line.strip()
     ]
 
@@ -49,7 +56,7 @@ def main() -> None:
         )
 
         with serve(first) as url, httpx.Client(base_url=url, timeout=30) as client:
-            for q in queries[:20]:  # warm-up
+            for q in ("warm up", "预热一下", "GRPO", "PPO clip"):
                 client.get("/api/questions/search", params={"q": q, "k": 5})
             ms = []
             for n in range(args.requests):
@@ -58,7 +65,17 @@ def main() -> None:
                 r = client.get("/api/questions/search", params={"q": q, "k": 5})
                 ms.append((time.perf_counter() - t) * 1000)
                 r.raise_for_status()
-        print(summary("GET /api/questions/search", ms, 50))
+        print(summary("GET /api/questions/search (v2)", ms, 50))
+
+        # In process, on queries the cache has seen: the cost of each pipeline without the encoder.
+        searcher = first.searcher
+        for mode in (SearchMode.hybrid, SearchMode.v2):
+            ms = []
+            for q in queries[: min(args.requests, len(queries))]:
+                t = time.perf_counter()
+                searcher.search(q, k=5, mode=mode)
+                ms.append((time.perf_counter() - t) * 1000)
+            print(summary(f"in-process {mode.value}, query vector cached", ms, None))
 
 
 if __name__ == "__main__":

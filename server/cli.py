@@ -243,23 +243,25 @@ def eval_retrieval(
     svc = _services()
     svc.ingest()
     n_none = sum(c.no_match for c in cases)
+    n_zh = sum(not c.no_match and c.language == "zh" for c in cases)
     table = Table(
         f"retriever ({svc.embedder.name})",
         "recall@1",
         "recall@5",
         "MRR@10",
-        "zh recall@5 / MRR",
-        "en recall@5 / MRR",
+        "zh r@5/MRR",
+        "en r@5/MRR",
         "no-match AUC",
-        title=f"Retrieval, {split} split of {', '.join(p.name for p in paths)} "
-        f"({len(cases) - n_none} answerable + {n_none} no-match queries)",
+        title=f"Retrieval, {split} split of {', '.join(p.name for p in paths)}: "
+        f"{len(cases) - n_none} answerable ({n_zh} zh, {len(cases) - n_none - n_zh} en) "
+        f"+ {n_none} no-match queries",
     )
     results = {}
     for mode in (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid, SearchMode.v2):
         s = evaluate_retrieval(svc.searcher, svc.bank, cases, mode)
         results[mode] = s
         langs = [
-            f"{s.by_language[lang][1]:.3f} / {s.by_language[lang][2]:.3f} (n={s.by_language[lang][0]})"
+            f"{s.by_language[lang][1]:.3f}/{s.by_language[lang][2]:.3f}"
             if lang in s.by_language
             else "-"
             for lang in ("zh", "en")

@@ -69,9 +69,12 @@ def main() -> None:
 
         # In process, on queries the cache has seen: the cost of each pipeline without the encoder.
         searcher = first.searcher
+        timed = queries[: min(args.requests, len(queries))]
+        for q in timed:  # both pipelines' query texts (v2 embeds an annotated one) into the cache
+            searcher.search(q, k=5, mode=SearchMode.hybrid)
         for mode in (SearchMode.hybrid, SearchMode.v2):
             ms = []
-            for q in queries[: min(args.requests, len(queries))]:
+            for q in timed:
                 t = time.perf_counter()
                 searcher.search(q, k=5, mode=mode)
                 ms.append((time.perf_counter() - t) * 1000)

@@ -204,3 +204,27 @@ def test_fit_reads_only_the_train_split(services):
     assert report.rows == searcher_rows
     relevance = report.model.relevance(services.searcher.candidates("DQN 伪代码")[2])
     assert ((relevance >= 0) & (relevance <= 1)).all()
+
+
+# ---- follow-up choice ----------------------------------------------------------------------
+
+
+def test_follow_up_prefers_close_hits_and_falls_back_only_when_none_is_close(services):
+    from server.interview.selection import pick_related
+    from server.retrieval.search import SearchHit
+
+    bank = services.bank
+    far, close, closer = (
+        bank.get("ucb-c-tuning"),
+        bank.get("grpo-formula"),
+        bank.get("dpo-principle"),
+    )
+    hits = [SearchHit(far, "", 0.03, 0.2), SearchHit(close, "", 0.02, 0.5)]
+    assert pick_related(hits, lambda e: True, set(), 0.4) == close
+    # The candidate's weak area wins among close hits, not over them.
+    hits.append(SearchHit(closer, "", 0.01, 0.45))
+    assert pick_related(hits, lambda e: True, {closer.area.value}, 0.4) == closer
+    assert pick_related(hits, lambda e: True, {far.area.value}, 0.4) in (close, closer)
+    # Nothing close enough (or usable): the loosely related one, then nothing.
+    assert pick_related(hits, lambda e: e == far, set(), 0.4) == far
+    assert pick_related(hits, lambda e: False, set(), 0.4) is None

@@ -80,7 +80,9 @@ def test_strong_answer_moves_on_with_a_follow_up(alice):
     s = start(alice, topics=["GRPO优势基线"], num_questions=2)
     assert s["question"]["entry_id"] == "grpo-advantage-baseline"
     excellent = (
-        GRPO_GOOD + " 组内全对或全错时优势全为 0，没有梯度；Dr. GRPO 建议去掉 std 以免难度偏置。"
+        GRPO_GOOD
+        + " 组内全对或全错时优势全为 0，没有梯度；Dr. GRPO 建议去掉 std 以免难度偏置。"
+        + " 减组均值等于 RLOO 留一基线的 (G-1)/G 倍，只差常数缩放，梯度仍无偏。"
     )
     r = alice.post(f"/api/sessions/{s['id']}/answers", json={"answer": excellent}).json()
     assert r["grade"]["score"] >= 7

@@ -8,17 +8,24 @@ HOST ?= 127.0.0.1
 
 .PHONY: run test test-cluster install install-dev ingest lint format eval bench clean browser bubblewrap
 
+# pip runs --quiet, so each long step says first what it is doing and roughly how long it takes.
 $(VENV)/bin/activate:
+	@echo "Creating the virtualenv $(VENV) and upgrading pip…"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 
 # torch first: its pinned CPU build lies on local disk; an unpinned one pulls a multi-GB CUDA build.
 $(VENV)/.installed: $(VENV)/bin/activate pyproject.toml
+	@echo "Installing torch 2.13.0 (CPU build, ~200 MB from local disk; about a minute)…"
 	$(PIP) install --quiet torch==2.13.0
+	@echo "Installing Sparring and its dependencies (FastAPI, Gradio, Chroma, sentence-transformers,"
+	@echo "litellm…; several minutes on a first install, pip prints nothing meanwhile)…"
 	$(PIP) install --quiet -e .
+	@echo "Dependencies installed."
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
+	@echo "Installing the test tools (pytest, ruff, Playwright, pgserver; a minute or two)…"
 	$(PIP) install --quiet -e '.[dev]'
 	touch $@
 

@@ -244,37 +244,32 @@ def eval_retrieval(
     svc.ingest()
     n_none = sum(c.no_match for c in cases)
     n_zh = sum(not c.no_match and c.language == "zh" for c in cases)
-    table = Table(
-        f"retriever ({svc.embedder.name})",
-        "recall@1",
-        "recall@5",
-        "MRR@10",
-        "zh r@5/MRR",
-        "en r@5/MRR",
-        "no-match AUC",
-        title=f"Retrieval, {split} split of {', '.join(p.name for p in paths)}: "
+    title = (
+        f"Retrieval, {split} split of {', '.join(p.name for p in paths)}: "
         f"{len(cases) - n_none} answerable ({n_zh} zh, {len(cases) - n_none - n_zh} en) "
-        f"+ {n_none} no-match queries",
+        f"+ {n_none} no-match queries"
     )
+    table = Table("retriever", "recall@1", "recall@5", "MRR@10", "no-match AUC", title=title)
+    by_lang = Table("retriever", "zh recall@5", "zh MRR@10", "en recall@5", "en MRR@10")
     results = {}
     for mode in (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid, SearchMode.v2):
         s = evaluate_retrieval(svc.searcher, svc.bank, cases, mode)
         results[mode] = s
-        langs = [
-            f"{s.by_language[lang][1]:.3f}/{s.by_language[lang][2]:.3f}"
-            if lang in s.by_language
-            else "-"
-            for lang in ("zh", "en")
-        ]
         table.add_row(
             mode.value,
             f"{s.recall_at_1:.3f}",
             f"{s.recall_at_5:.3f}",
             f"{s.mrr_at_10:.3f}",
-            *langs,
             "-" if s.no_match_auc is None else f"{s.no_match_auc:.3f}",
         )
+        cells = []
+        for lang in ("zh", "en"):
+            n, r5, mrr = s.by_language.get(lang, (0, 0.0, 0.0))
+            cells += [f"{r5:.3f}", f"{mrr:.3f}"] if n else ["-", "-"]
+        by_lang.add_row(mode.value, *cells)
     console.print(table)
+    console.print(by_lang)
+    console.print(f"embedder: {svc.embedder.name}; no-match AUC: top-1 relevance (v2 only)")
     if show_misses:
         for q in results[SearchMode.v2].misses:
             console.print(f"  miss: {q}")

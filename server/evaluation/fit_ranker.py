@@ -22,6 +22,8 @@ from server.retrieval.search import QuestionSearcher
 
 # Top-1 precision a "strong" match must reach on out-of-fold training predictions.
 STRONG_PRECISION = 0.9
+# Share of answerable training queries (out of fold) whose match must be weak or strong, not none.
+ANSWERABLE_KEPT = 0.9
 REGULARISATION_C = 1.0
 
 
@@ -55,17 +57,14 @@ def _logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float, np.ndarr
 
 
 def _thresholds(top: np.ndarray, has_match: np.ndarray, top_correct: np.ndarray):
-    """weak_at: the top-relevance cut that best separates answerable from unanswerable queries
-    (balanced accuracy); strong_at: the lowest cut above which the top hit is right often enough."""
-    cuts = np.unique(top)
-    best, weak_at = -1.0, 0.5
-    for t in cuts:
-        tpr = (top[has_match] >= t).mean() if has_match.any() else 0.0
-        tnr = (top[~has_match] < t).mean() if (~has_match).any() else 0.0
-        if (tpr + tnr) / 2 > best:
-            best, weak_at = (tpr + tnr) / 2, float(t)
+    """weak_at: the highest cut that still keeps ANSWERABLE_KEPT of the answerable training queries
+    at weak or better (telling a user the bank lacks a question it has is the costlier mistake, and a
+    quantile is stable where a balanced-accuracy optimum is flat); strong_at: the lowest cut above
+    which the top hit is right at least STRONG_PRECISION of the time."""
+    matched = top[has_match]
+    weak_at = float(np.quantile(matched, 1.0 - ANSWERABLE_KEPT)) if matched.size else 0.5
     strong_at = 1.0
-    for t in sorted(cuts, reverse=True):
+    for t in sorted(np.unique(top), reverse=True):
         sel = top >= t
         if sel.sum() >= 10 and top_correct[sel].mean() >= STRONG_PRECISION:
             strong_at = float(t)
@@ -102,6 +101,9 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
         "rows": len(y),
         "cv_no_match_auc": None if cv_auc is None else round(cv_auc, 4),
         "cv_recall_at_5": round(float(np.mean(in5)), 4) if in5 else None,
+        "cv_no_match_said_none": round(float((top_a[~has_a] < weak_at).mean()), 4)
+        if (~has_a).any()
+        else None,
     }
     model = RankerModel(w, b, m, s, strong_at, weak_at, meta)
     return FitReport(model, len(train), len(y), cv_auc, float(np.mean(in5)) if in5 else 0.0)

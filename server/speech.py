@@ -8,7 +8,7 @@ import logging
 
 import server.offline  # noqa: F401  (LITELLM_LOCAL_MODEL_COST_MAP before litellm loads)
 from server.config import Settings
-from server.grading.llm_grader import _DeadlineLoop
+from server.llm_calls import DeadlineLoop
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class SpeechError(Exception):
 class Transcriber:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._io = _DeadlineLoop()
+        self._io = DeadlineLoop()
 
     @property
     def enabled(self) -> bool:

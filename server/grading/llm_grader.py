@@ -7,12 +7,9 @@ import html
 import json
 import logging
 import re
-import threading
 import time
 from collections import Counter
-from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
 
 import server.offline  # noqa: F401  (LITELLM_LOCAL_MODEL_COST_MAP before litellm loads)
 from server.config import Settings
@@ -37,6 +34,7 @@ from server.grading.rubric_grader import RubricGrader
 from server.grading.scoring import COVERED_AT, analytic_score
 from server.grading.segments import normalise, split_segments
 from server.grading.signals import is_injection
+from server.llm_calls import DeadlineLoop
 
 log = logging.getLogger(__name__)
 DEFAULT_CONTEXT_TOKENS = 8192  # a model litellm does not know (e.g. openai/<local name>)
@@ -148,36 +146,6 @@ def clean_feedback(text: str, limit: int) -> str:
     return text
 
 
-class _DeadlineLoop:
-    """One event loop on a daemon thread for this grader's LLM calls.
-
-    Why: the provider timeout is per read, so a server that trickles a byte every few seconds
-    never trips it. Here each call runs as a task with one overall deadline and is cancelled
-    (its connection closed) when the deadline passes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _get(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="llm-io", daemon=True).start()
-                self._loop = loop
-            return self._loop
-
-    def run(self, coro: Coroutine[Any, Any, Any], deadline: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(
-            asyncio.wait_for(coro, timeout=deadline), self._get()
-        )
-        try:
-            return future.result(timeout=deadline + 5)
-        except TimeoutError:
-            future.cancel()
-            raise
-
-
 @dataclass(frozen=True)
 class Completion:
     text: str
@@ -220,7 +188,7 @@ class LlmGrader:
     def __init__(self, settings: Settings, rubric: RubricGrader | None = None) -> None:
         self._settings = settings
         self.name = f"llm:{settings.llm_model}"
-        self._io = _DeadlineLoop()
+        self._io = DeadlineLoop()
         # The offline reading of the same answer: which sentences are wrong claims (a quote from
         # one earns nothing) and the points a trimmed prompt left out.
         self._rubric = rubric or RubricGrader()

@@ -15,7 +15,6 @@ import unicodedata
 
 import server.offline  # noqa: F401  (LITELLM_LOCAL_MODEL_COST_MAP before litellm loads)
 from server.config import Settings
-from server.grading.llm_grader import _DeadlineLoop
 from server.interview.phrasing import (
     ClarifyContext,
     Line,
@@ -24,6 +23,7 @@ from server.interview.phrasing import (
     ProbeContext,
     TransitionContext,
 )
+from server.llm_calls import DeadlineLoop
 from server.prompts import render
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class LlmInterviewer(Phrasing):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings.prompts_dir)
         self._settings = settings
-        self._io = _DeadlineLoop()
+        self._io = DeadlineLoop()
         self.name = f"llm:{settings.llm_model}"
 
     # ---------- the three lines an LLM words ----------

@@ -177,3 +177,25 @@ def test_a_dropped_question_keeps_its_number_and_the_related_one_takes_it(alice)
     turns = alice.get(f"/api/sessions/{sid}").json()["turns"]
     openings = [t["label"] for t in turns if t["role"] == "interviewer" and t["kind"] != "skip"]
     assert openings == ["第 1 题", "第 2 题", "第 2 题 · 相关问题"]
+
+
+def test_a_clarifying_question_is_labelled_as_a_question_not_an_answer(alice):
+    s = start(alice, topics=["grpo"], num_questions=1)
+    sid = s["id"]
+    r = alice.post(f"/api/sessions/{sid}/clarify", json={"question": "你指 token 级还是序列级？"})
+    assert r.status_code == 200, r.text
+    first = alice.post(f"/api/sessions/{sid}/answers", json={"answer": WEAK}).json()
+    assert first["next"]["kind"] == "probe"
+    alice.post(f"/api/sessions/{sid}/clarify", json={"question": "是问方差吗？"})
+    turns = alice.get(f"/api/sessions/{sid}").json()["turns"]
+    labels = [(t["role"], t["kind"], t["label"], t["labels"]["en"]) for t in turns]
+    assert ("candidate", "ask", "第 1 题 · 你的提问", "Q1 · Your question") in labels
+    assert ("interviewer", "clarify", "第 1 题 · 答疑", "Q1 · Clarification") in labels
+    # After a probe, the question is tied to the probe as an answer would be.
+    assert (
+        "candidate",
+        "ask",
+        "第 1 题 · 追问 1 · 你的提问",
+        "Q1 · Follow-up 1 · Your question",
+    ) in labels
+    assert ("candidate", "answer", "第 1 题 · 你的回答", "Q1 · Your answer") in labels

@@ -13,6 +13,8 @@ WORDS = {
         "hint": "提示 {k}",
         "skip": "跳过",
         "answer": "你的回答",
+        "ask": "你的提问",
+        "clarify": "答疑",
         "end": "面试结束",
         "sep": " · ",
     },
@@ -23,6 +25,8 @@ WORDS = {
         "hint": "Hint {k}",
         "skip": "Skipped",
         "answer": "Your answer",
+        "ask": "Your question",
+        "clarify": "Clarification",
         "end": "Interview over",
         "sep": " · ",
     },
@@ -77,13 +81,17 @@ def turn_labels(session: InterviewSession) -> list[dict[str, str]]:
                     tail[lang] = w["related"]
                 elif turn.kind == "skip":
                     tail[lang] = w["skip"]
+                elif turn.kind == "clarify":
+                    tail[lang] = w["clarify"]
             elif turn.kind == "skip":
                 tail[lang] = w["skip"]
             else:
+                # a clarifying question is the candidate asking, not answering
+                said = w["ask"] if turn.kind == "ask" else w["answer"]
                 after_probe = probes.get(qid, 0)
                 tail[lang] = (
                     w["probe"].format(k=after_probe) + w["sep"] if after_probe else ""
-                ) + w["answer"]
+                ) + said
         # counters move once per turn, after both languages were labelled
         if turn.role == "interviewer" and turn.kind == "probe":
             probes[qid] = probes.get(qid, 0) + 1

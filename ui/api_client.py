@@ -70,6 +70,14 @@ class SparringClient:
     def answer(self, session_id: str, text: str) -> dict:
         return self._call("POST", f"/api/sessions/{session_id}/answers", json={"answer": text})
 
+    def answer_audio(self, session_id: str, name: str, audio: bytes, content_type: str) -> dict:
+        """A spoken answer: the server transcribes it and answers with the transcript."""
+        return self._call(
+            "POST",
+            f"/api/sessions/{session_id}/answers/audio",
+            files={"file": (name, audio, content_type)},
+        )
+
     def hint(self, session_id: str) -> dict:
         return self._call("POST", f"/api/sessions/{session_id}/hint")
 

@@ -19,6 +19,7 @@ import gradio as gr
 import pandas as pd
 
 from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
+from ui.audio import prepared_recording
 from ui.texts import T, error_sentence, flag_text, lang_key, readable_time, shorten, tr
 
 LATEX = [
@@ -356,6 +357,16 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                     elem_id="code-box",
                 )
                 answer = gr.Textbox(lines=5, label=T["zh"]["answer"], elem_id="answer-box")
+                # Spoken answers: shown only when /api/info says the server has a speech service.
+                with gr.Row(visible=False, elem_id="voice-row") as voice_row:
+                    voice = gr.Audio(
+                        sources=["microphone", "upload"],
+                        type="filepath",
+                        label=T["zh"]["voice"],
+                        elem_id="voice-box",
+                        scale=4,
+                    )
+                    voice_btn = gr.Button(T["zh"]["voice_send"], elem_id="voice-btn", scale=1)
                 with gr.Row():
                     submit_btn = gr.Button(
                         T["zh"]["submit"], variant="primary", elem_id="submit-btn"
@@ -719,6 +730,40 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                      *widgets],
             show_progress="hidden",
         )  # fmt: skip
+
+        # ----- spoken answers: the server transcribes, the transcript is the answer -----
+
+        def on_voice_load():
+            return gr.update(visible=bool(safe_info().get("speech_enabled")))
+
+        def on_voice(session_id, audio_path, lang):
+            t = tr(lang)
+            keep = [gr.update()] * 18
+            if not session_id:
+                return (f"⚠️ {t['no_session']}", *keep, gr.update())
+            if not audio_path:
+                return (f"⚠️ {t['record_first']}", *keep, gr.update())
+            try:
+                recording = prepared_recording(audio_path)
+                result = call(lambda c: c.answer_audio(session_id, *recording))
+            except ApiError as exc:
+                msg = error_sentence(exc.code, exc.status, exc.message, lang)
+                if exc.code in ("session_ended", "time_up"):
+                    out = after_action(session_id, None, lang)
+                    return (f"⚠️ {msg}", *out[1:], gr.update())
+                return (f"⚠️ {msg}", *keep, gr.update())  # the recording stays, to send again
+            out = after_action(session_id, result, lang)
+            if result["next"]["kind"] == "probe":  # a typed draft and the code stay
+                out = (*out[:-2], gr.update(), gr.update())
+            return (*out, gr.update(value=None))
+
+        demo.load(on_voice_load, outputs=[voice_row])
+        voice_btn.click(on_voice, inputs=[sid, voice, ui_lang], outputs=[*action_outputs, voice])
+        ui_lang.change(
+            lambda lang: (gr.update(label=tr(lang)["voice"]), tr(lang)["voice_send"]),
+            inputs=[ui_lang],
+            outputs=[voice, voice_btn],
+        )
 
         def on_search(text, lang):
             if not (text or "").strip():

@@ -41,6 +41,9 @@ T: dict[str, dict[str, str]] = {
         "tests": "隐藏测试通过",
         "no_session": "还没有进行中的面试，请在“设置”页开始。",
         "type_first": "请先输入回答（文字或代码）。",
+        "voice": "语音回答（录音或上传音频）",
+        "voice_send": "发送语音回答",
+        "record_first": "请先录音或上传一段音频。",
         "llm_yes": "已配置 LLM：{model}",
         "llm_no": "未配置 LLM，使用离线评分标准（rubric）评分。",
         "mode_interview": "计时面试",
@@ -152,6 +155,9 @@ T: dict[str, dict[str, str]] = {
         "tests": "Hidden tests passed",
         "no_session": "No interview is running; start one on the Setup screen.",
         "type_first": "Type an answer (text or code) first.",
+        "voice": "Spoken answer (record or upload audio)",
+        "voice_send": "Send spoken answer",
+        "record_first": "Record or upload an audio clip first.",
         "llm_yes": "LLM configured: {model}",
         "llm_no": "No LLM configured: the offline rubric grader is used.",
         "mode_interview": "Timed interview",
@@ -242,6 +248,13 @@ ERRORS: dict[str, dict[str, str]] = {
         "busy": "服务器正忙，请过几秒再试。",
         "answer_too_long": "回答太长了，请删减后再提交。",
         "question_removed": "这道题已不在题库里。请点“跳过”或开始新的面试。",
+        "transcription_failed": "没听清，请再录一次或直接输入。",
+        "transcription_timeout": "语音识别太慢，没有等到结果。请再录一次或直接输入。",
+        "empty_transcript": "没听到说话内容，请靠近麦克风再录一次，或直接输入。",
+        "empty_audio": "录音是空的，请再录一次。",
+        "unsupported_audio": "不支持这种音频格式。请直接录音，或上传 wav、mp3、m4a、ogg、webm、flac 文件。",
+        "speech_disabled": "服务器没有配置语音识别，请直接输入回答。",
+        "body_too_large": "录音太长，超过了服务器的上传上限。请分段回答（每段半分钟以内），或直接输入。",
         "other": "出错了：{message}。请重试；如果一直出错，请刷新页面。",
     },
     "en": {
@@ -261,6 +274,17 @@ ERRORS: dict[str, dict[str, str]] = {
         "answer_too_long": "The answer is too long; shorten it and submit again.",
         "question_removed": "This question is no longer in the bank. Skip it or start a new "
         "interview.",
+        "transcription_failed": "Couldn't make that out. Record again or type your answer.",
+        "transcription_timeout": "Speech recognition took too long. Record again or type your "
+        "answer.",
+        "empty_transcript": "No speech was heard. Move closer to the microphone and record "
+        "again, or type your answer.",
+        "empty_audio": "The recording is empty. Record again.",
+        "unsupported_audio": "This audio format is not supported. Record in the browser, or "
+        "upload a wav, mp3, m4a, ogg, webm or flac file.",
+        "speech_disabled": "Speech recognition is not configured on the server. Type your answer.",
+        "body_too_large": "The recording is larger than the server accepts. Answer in parts "
+        "(under half a minute each), or type your answer.",
         "other": "Something went wrong: {message}. Try again; reload the page if it persists.",
     },
 }

@@ -576,9 +576,9 @@ class InterviewEngine:
         hits = self.searcher.search(entry.text, k=15, filters=SearchFilters())
         return selection.pick_related(
             hits,
-            lambda e: e.id not in asked
-            and e.rubric is not None
-            and self._filters_accept(session, e),
+            lambda e: (
+                e.id not in asked and e.rubric is not None and self._filters_accept(session, e)
+            ),
             self._weak_areas(session),
             self.searcher.ranker.weak_at,
         )

@@ -228,3 +228,28 @@ def test_follow_up_prefers_close_hits_and_falls_back_only_when_none_is_close(ser
     # Nothing close enough (or usable): the loosely related one, then nothing.
     assert pick_related(hits, lambda e: e == far, set(), 0.4) == far
     assert pick_related(hits, lambda e: False, set(), 0.4) is None
+
+
+def test_cli_eval_retrieval_prints_every_retriever_and_the_no_match_auc(
+    services, monkeypatch, tmp_path
+):
+    from typer.testing import CliRunner
+
+    import server.cli as cli
+
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(
+        '{"q": "DQN 伪代码怎么写", "ids": ["dqn-pseudocode-td-loss"], "split": "test"}\n'
+        '{"q": "why is PPO called PPO", "expect": ["为啥PPO叫PPO"], "split": "test"}\n'
+        '{"q": "手写快排", "ids": [], "split": "test"}\n'
+        '{"q": "never shown: train split", "ids": ["grpo-formula"], "split": "train"}\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(cli, "_services", lambda: services)
+    out = CliRunner().invoke(cli.app, ["eval", "retrieval", "--dataset", str(cases)])
+    assert out.exit_code == 0, out.output
+    assert "2 answerable (1 zh, 1 en) + 1 no-match" in " ".join(out.output.split())
+    for mode in ("bm25", "dense", "hybrid", "v2"):
+        assert mode in out.output
+    v2_row = next(line for line in out.output.splitlines() if "│ v2" in line)
+    assert "1.000" in v2_row  # both answerable queries found, and the no-match one ranked below

@@ -106,15 +106,29 @@ def serve(
     from server.grading.code_grader import startup_line
 
     console.print(startup_line(svc.code_grader))  # sets up and self-tests the code sandbox once
-    console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
+    from server.serving import announce_when_healthy, local_url, serve_app
+
+    def ready() -> None:  # printed only once the server accepts connections
+        console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
+
+    def stopping() -> None:
+        console.print(
+            f"Stopping (open browser tabs are closed after {settings.shutdown_grace_seconds:g} s)…"
+        )
+
     if workers == 1:
-        uvicorn.run(create_app(settings, svc), host=host, port=port, log_level="warning")
+        console.print("Starting the server (loading the UI)…")
+        serve_app(
+            create_app(settings, svc), host, port, settings.shutdown_grace_seconds, ready, stopping
+        )
+        console.print("Sparring stopped.")
         return
     # Each worker process builds its own app from the environment (server/asgi.py); the index is
     # embedded and the sandbox checked once, here, before they start.
     del svc
     os.environ.update(SPARRING_HOST=host, SPARRING_PORT=str(port), SPARRING_WORKERS=str(workers))
     console.print(f"{workers} worker processes, database {settings.sqlalchemy_url.split(':')[0]}")
+    announce_when_healthy(local_url(host, port), ready)
     uvicorn.run(
         "server.asgi:create_worker_app",
         factory=True,
@@ -122,6 +136,7 @@ def serve(
         host=host,
         port=port,
         log_level="warning",
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
     )
 
 

@@ -89,6 +89,9 @@ class Settings(BaseSettings):
     port: int = 8000
     # API worker processes of `sparring serve`; more than 1 needs SPARRING_CHROMA_URL (docs/deploy.md).
     workers: int = Field(default=1, ge=1, le=64)
+    # On Ctrl+C / SIGTERM, how long uvicorn waits for open connections before closing them: an open
+    # browser tab holds Gradio's event stream open, and without a bound the process never exits.
+    shutdown_grace_seconds: float = Field(default=3.0, ge=0)
     # Bearer tokens, "token:user" pairs separated by commas; required for a non-loopback bind.
     # Each token has at least 16 characters and every entry names its user (checked at start-up).
     auth_tokens: str = ""

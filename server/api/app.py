@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
 
 import server.offline  # noqa: F401  (Gradio analytics off before gradio loads)
 from server.api.auth import FailedAttempts, TokenTable
@@ -139,6 +140,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
                 "SPARRING_UI_TOKEN user); others use the API with their own token",
                 UI_PATH,
             )
+    # A browser opening the bare address lands on the UI (or the API docs without it); every other
+    # unknown path keeps its JSON 404.
+    landing = UI_PATH + "/" if ui_mounted else "/docs"
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse(landing, status_code=307)
+
     app.add_middleware(
         RequestGuard,
         policy=GuardPolicy(

@@ -111,6 +111,8 @@ class Settings(BaseSettings):
 
     # Requests: bodies above this size are refused (413) before they are read.
     max_body_bytes: int = Field(default=1_000_000, ge=1024)
+    # Spoken answers are audio files: a few minutes of 16 kHz WAV need more than a JSON answer.
+    max_audio_bytes: int = Field(default=12_000_000, ge=1024)
     # Grading and code runs: a bounded pool; beyond the queue 503, beyond a user's share 429.
     grading_workers: int = Field(default=4, ge=1)
     grading_queue_limit: int = Field(default=128, ge=0)

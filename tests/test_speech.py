@@ -130,3 +130,20 @@ def test_without_a_speech_service_the_route_is_off(alice, speech_wav):
     sid = start(alice)
     r = upload(alice, sid, speech_wav)
     assert r.status_code == 404 and r.json()["error"]["code"] == "speech_disabled"
+
+
+def test_a_spoken_answer_may_be_larger_than_a_json_body_but_not_unbounded(alice, speech_wav):
+    # Two minutes of 16 kHz mono WAV (~3.8 MB) passes the guard's audio limit and reaches the
+    # route, which is off here; the same size as JSON, or audio beyond the audio limit, is 413.
+    sid = start(alice)
+    minutes = speech_wav + b"\0" * 3_800_000
+    r = upload(alice, sid, minutes)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "speech_disabled"
+    r = alice.post(
+        f"/api/sessions/{sid}/answers",
+        content=b'{"answer": "' + b"x" * 3_800_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+    r = upload(alice, sid, speech_wav + b"\0" * 13_000_000)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"

@@ -154,6 +154,7 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
             tokens=tokens,
             failures=failures,
             max_body_bytes=settings.max_body_bytes,
+            max_audio_bytes=settings.max_audio_bytes,
             check_host=not tokens.enabled,
             extra_hosts=settings.extra_hosts,
             # The UI has no sign-in of its own: with auth on it would show one user's data to

@@ -19,6 +19,7 @@ from server.api.errors import send_error
 
 _PROTECTED = ("/api/", "/v1/")
 _LOOPBACK_CLIENTS = ("127.", "::1", "::ffff:127.")
+AUDIO_SUFFIX = "/answers/audio"
 
 
 class BodyTooLarge(Exception):
@@ -30,6 +31,7 @@ class GuardPolicy:
     tokens: TokenTable
     failures: FailedAttempts
     max_body_bytes: int
+    max_audio_bytes: int  # the spoken-answer route (AUDIO_SUFFIX) takes audio files
     check_host: bool  # the no-auth loopback install: only loopback Host names
     extra_hosts: frozenset[str]
     ui_path: str | None  # where the UI is mounted, when it must stay on loopback
@@ -128,22 +130,27 @@ class RequestGuard:
         else:
             await self.app(scope, receive, send)
 
+    def _limit(self, scope: Scope) -> int:
+        if scope.get("method") == "POST" and str(scope.get("path", "")).endswith(AUDIO_SUFFIX):
+            return self.policy.max_audio_bytes
+        return self.policy.max_body_bytes
+
     async def _http(self, scope: Scope, receive: Receive, send: Send, headers: Headers) -> None:
-        limit = self.policy.max_body_bytes
+        limit = self._limit(scope)
         declared = headers.get("content-length")
         if declared is not None:
             if not (declared.strip().isascii() and declared.strip().isdigit()):
                 await send_error(send, 400, "bad_request", "invalid Content-Length header")
                 return
             if int(declared) > limit:
-                await self._too_large(send)
+                await self._too_large(send, limit)
                 return
         if "json" in headers.get("content-type", "").lower():
             # Read the (bounded) JSON body here so it can be checked before the app parses it.
             try:
                 body = await _read_body(receive, limit)
             except BodyTooLarge:
-                await self._too_large(send)
+                await self._too_large(send, limit)
                 return
             if b"\\u" in body and _lone_surrogate_in(body):
                 await send_error(
@@ -167,14 +174,11 @@ class RequestGuard:
             await self.app(scope, _capped(receive, limit), tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._too_large(send)
+                await self._too_large(send, limit)
 
-    async def _too_large(self, send: Send) -> None:
+    async def _too_large(self, send: Send, limit: int) -> None:
         await send_error(
-            send,
-            413,
-            "body_too_large",
-            f"the request body is larger than {self.policy.max_body_bytes} bytes",
+            send, 413, "body_too_large", f"the request body is larger than {limit} bytes"
         )
 
     @staticmethod

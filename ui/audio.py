@@ -1,9 +1,9 @@
 """A recording made ready to send as a spoken answer.
 
 Why: the browser's microphone recording is 16-bit WAV at the device rate (44.1 or 48 kHz), about
-96 KB a second, so the server's request size limit (SPARRING_MAX_BODY_BYTES, 1 MB by default) would
-stop a spoken answer at about ten seconds. Speech recognisers (whisper, SenseVoice) work at 16 kHz
-mono, so WAV is resampled to that before it is sent: three times as long an answer fits. Other
+96 KB a second, against the server's audio upload limit (SPARRING_MAX_AUDIO_BYTES, 12 MB by
+default). Speech recognisers (whisper, SenseVoice) work at 16 kHz mono, so WAV is resampled to that
+before it is sent: a third of the upload, three times as long an answer within the limit. Other
 formats (mp3, m4a, ogg, webm, flac) are already compressed and go as they are."""
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import contextlib
 import gradio as gr
 import pandas as pd
 
+from server.corpus.markdown import bank_markdown, inline_quote, readable_math
 from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
 from ui.audio import prepared_recording
 from ui.texts import T, error_sentence, flag_text, lang_key, readable_time, shorten, tr
@@ -32,6 +33,16 @@ LATEX = [
 # Ctrl+Enter (Cmd+Enter) in the answer box or the code editor submits; Tab in the code editor
 # indents (four spaces) instead of leaving it.
 HEAD = """
+<style>
+/* The report table: number, score and covered count stay on one line (on a phone a squeezed
+   column would otherwise stack "得分" one character per line); text columns wrap. */
+#report-table th:nth-child(1), #report-table td:nth-child(1),
+#report-table th:nth-child(3), #report-table td:nth-child(3),
+#report-table th:nth-child(4), #report-table td:nth-child(4) { white-space: nowrap; }
+#report-table td:nth-child(2), #report-table td:nth-child(5) { min-width: 8em; }
+/* The chat's trash icon would wipe the conversation without asking; the server keeps it anyway. */
+#chat .icon-button-wrapper.top-panel { display: none; }
+</style>
 <script>
 document.addEventListener('keydown', function (e) {
   if ((e.ctrlKey || e.metaKey) && e.key === 'Enter'
@@ -94,7 +105,7 @@ def chat_from_state(state: dict, ui_lang: str) -> list[dict[str, str]]:
         label = turn_label(turn, ui_lang)
         head = f"**{label}**\n\n" if label else ""
         if turn["role"] == "interviewer":
-            messages.append({"role": "assistant", "content": head + turn["text"]})
+            messages.append({"role": "assistant", "content": head + readable_math(turn["text"])})
         elif turn["kind"] == "skip":
             messages.append({"role": "user", "content": head + t["skipped"]})
         else:
@@ -114,14 +125,15 @@ def feedback_card(result: dict, ui_lang: str) -> str:
         lines.append(" · ".join(flag_text(f, ui_lang) for f in grade["flags"]))
     lines.append("")
     for kp in grade["key_points"]:
-        text = kp["text_en"] if en and kp.get("text_en") else kp["text"]
+        text = readable_math(kp["text_en"] if en and kp.get("text_en") else kp["text"])
         if kp["covered"]:
-            quote = f" — “{shorten(kp['evidence'], 160)}”" if kp.get("evidence") else ""
+            # A quote holding code becomes a code span: it cannot open a block inside the card.
+            quote = f" — “{inline_quote(kp['evidence'], 160)}”" if kp.get("evidence") else ""
             lines.append(f"- ✓ {text}{quote}")
         else:
             lines.append(f"- ✗ {text}")
     for m in grade.get("misconceptions", []):
-        lines.append(f"- ⚠ {m['text']} → {m['correction']}")
+        lines.append(f"- ⚠ {readable_math(m['text'])} → {readable_math(m['correction'])}")
     tests = grade.get("tests", [])
     if tests:
         passed = sum(bool(x["passed"]) for x in tests)
@@ -157,18 +169,18 @@ def report_table(report: dict, ui_lang: str) -> str:
         "|---|---|---|---|---|",
     ]
     for q in report["questions"]:
+        # Full text: nothing is cut (the score columns keep one line on a phone, see CSS).
         text = q.get("text_en") if en and q.get("text_en") else q["text"]
         missed = "; ".join(
-            shorten(m.get("text_en") if en and m.get("text_en") else m["text"], 40)
-            for m in q["missed"][:3]
+            m.get("text_en") if en and m.get("text_en") else m["text"] for m in q["missed"]
         )
         tests = q.get("tests") or []
         if tests:
             passed = sum(bool(x.get("passed")) for x in tests)
             missed = f"{t['col_tests']} {passed}/{len(tests)}" + (f"; {missed}" if missed else "")
         lines.append(
-            f"| {q['number']} | {cell(shorten(text, 90))} | {q['score']} | {len(q['covered'])}"
-            f" | {cell(missed)} |"
+            f"| {q['number']} | {cell(readable_math(text))} | {q['score']} | {len(q['covered'])}"
+            f" | {cell(readable_math(missed))} |"
         )
     return "\n".join(lines)
 
@@ -192,7 +204,9 @@ def search_results(found: dict, names: dict[str, str], ui_lang: str) -> str:
         text = r.get("text_en") if en and r.get("text_en") else r["text"]
         rel = r.get("relevance")
         score = f" · {t['relevance']} {round(100 * rel)}%" if isinstance(rel, int | float) else ""
-        lines.append(f"- {shorten(text, 140)} — *{names.get(r['topic'], r['topic'])}*{score}")
+        lines.append(
+            f"- {readable_math(shorten(text, 140))} — *{names.get(r['topic'], r['topic'])}*{score}"
+        )
     return "\n".join(lines)
 
 
@@ -511,7 +525,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 card = feedback_card(result, lang)
                 label = (result.get("labels") or {}).get(lang_key(lang), "")
                 if result["grade"].get("reference_answer"):
-                    ref = result["grade"]["reference_answer"]
+                    ref = bank_markdown(result["grade"]["reference_answer"])
                     ref_label = gr.update(label=t["reference_for"].format(label=label))
                 else:
                     ref, ref_label = t["reference_wait"], gr.update(label=t["reference"])
@@ -778,6 +792,17 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             }
             return "", search_results(found, names, lang)
 
+        def on_chat_cleared(session_id, lang):
+            """The chat's clear action (hidden by CSS) must not lose the conversation: the server
+            holds every turn, so the chat is drawn again from it."""
+            if not session_id:
+                return []
+            try:
+                return chat_from_state(call(lambda c: c.state(session_id)), lang)
+            except ApiError:
+                return gr.update()
+
+        chat.clear(on_chat_cleared, inputs=[sid, ui_lang], outputs=[chat])
         search_btn.click(on_search, inputs=[query, ui_lang], outputs=[error, hits_md])
         query.submit(on_search, inputs=[query, ui_lang], outputs=[error, hits_md])
 

@@ -5,6 +5,7 @@ only words it. Every line says how it was phrased, so a fallback from the LLM is
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -82,6 +83,47 @@ def secrets_of(entry: QuestionEntry) -> list[str]:
     return [s for s in out if s]
 
 
+# Bank questions often end with rephrasings ("变体：1. … 2. …") kept for search; an interviewer
+# asks the question once.
+_VARIANTS = re.compile(r"\s*(?:变体|Variants?)\s*[:：]")
+_SENTENCE = re.compile(r"[^？?。；;！!]+[？?。；;！!]*")
+_TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
+QUESTION_KEYS = ("first_question", "question", "followup")
+
+
+def _tokens(text: str) -> set[str]:
+    """Latin words and Chinese character pairs: enough to tell that two sentences ask the same."""
+    out: set[str] = set()
+    for run in _TOKEN.findall(text.lower()):
+        if run.isascii():
+            out.add(run)
+        else:
+            out |= {run[i : i + 2] for i in range(max(len(run) - 1, 1))}
+    return out
+
+
+def asked_once(text: str) -> str:
+    """The question without its trailing list of rephrasings."""
+    return _VARIANTS.split(text, maxsplit=1)[0].strip() or text
+
+
+def unasked_part(text: str, previous: str, overlap: float = 0.6) -> str:
+    """The sentences of `text` that the previous question did not already ask (most of a
+    sentence's words/character pairs appear in it); all of it when nothing new would be left."""
+    text = asked_once(text)
+    before = _tokens(previous)
+    if not before:
+        return text
+    kept = []
+    for sentence in _SENTENCE.findall(text):
+        words = _tokens(sentence)
+        if len(words) >= 3 and len(words & before) / len(words) >= overlap:
+            continue
+        kept.append(sentence.strip())
+    joined = re.sub(r"(?<=[？。；！])\s+", "", " ".join(kept)).strip()
+    return joined or text
+
+
 class Phrasing:
     def __init__(self, prompts_dir: Path) -> None:
         self._path = prompts_dir / "interviewer.yaml"
@@ -89,13 +131,21 @@ class Phrasing:
     def say(self, language: str, key: str, **values: object) -> str:
         table = _templates(self._path)
         template = table.get(language, table["zh"])[key]
+        if key in QUESTION_KEYS and "text" in values:
+            values = {**values, "text": asked_once(str(values["text"]))}
         return Template(template).safe_substitute({k: str(v) for k, v in values.items()})
 
     def probe(self, ctx: ProbeContext) -> Line:
         return Line(text=self.say(ctx.language, "probe", probe=ctx.probe))
 
     def transition(self, ctx: TransitionContext) -> Line:
-        return Line(text=self.say(ctx.language, "followup", **ctx.values))
+        """A lead-in that says how the question relates (deeper, back to basics, a contrast),
+        then only what the previous question did not already ask."""
+        table = _templates(self._path).get(ctx.language) or _templates(self._path)["zh"]
+        relation = ctx.relation.replace("-", "_")
+        key = f"followup_{relation}" if f"followup_{relation}" in table else "followup"
+        text = unasked_part(str(ctx.values.get("text", "")), ctx.previous_question)
+        return Line(text=self.say(ctx.language, key, **{**ctx.values, "text": text}))
 
     def clarify(self, ctx: ClarifyContext) -> Line:
         """Restate what the question asks, without answering it."""

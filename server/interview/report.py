@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from server.corpus.bank import QuestionBank
+from server.corpus.markdown import bank_markdown, inline_quote, readable_math
 from server.corpus.topic_names import TopicNames
 from server.interview.progress import scored_questions
 from server.interview.schemas import Mode, Report, ReportQuestion
@@ -32,6 +33,7 @@ def build_report(
             for p in points
             if p.get("covered")
         ]
+        asked_probes = set(q.probes or [])
         missed = [
             {
                 "id": kp.id,
@@ -39,6 +41,9 @@ def build_report(
                 "text_en": kp.text_en,
                 "probe": probes[kp.id],
                 "probe_en": kp.probe_en,
+                # Whether the interviewer asked this probe; the others are the rubric's questions
+                # for later review, not follow-ups the candidate saw.
+                "asked": kp.id in asked_probes,
             }
             for kp in entry.rubric.key_points
             if kp.id not in {c["id"] for c in covered}
@@ -108,6 +113,8 @@ MD = {
         "flags": " · 标记：",
         "tests": "**隐藏测试：{passed}/{total} 通过**",
         "reference": "参考答案",
+        "asked": "已追问：",
+        "review": "复习时想想：",
     },
     "en": {
         "title": "# Sparring interview report — {id}",
@@ -130,6 +137,8 @@ MD = {
         "flags": " · flags: ",
         "tests": "**Hidden tests: {passed}/{total} passed**",
         "reference": "Reference answer",
+        "asked": "asked as a follow-up: ",
+        "review": "to think about: ",
     },
 }
 
@@ -163,7 +172,7 @@ def report_markdown(report: Report, names: TopicNames | None = None, language: s
         text = q.text_en if lang == "en" and q.text_en else q.text
         lines += [
             "",
-            f"### {q.number}. {text}",
+            f"### {q.number}. {readable_math(text)}",
             "",
             w["meta"].format(
                 score=q.score,
@@ -178,17 +187,21 @@ def report_markdown(report: Report, names: TopicNames | None = None, language: s
         ]
         en = lang == "en"
         lines += [
-            f"- ✓ {c.get('text_en') if en and c.get('text_en') else c['text']}"
-            f" — “{c.get('evidence') or ''}”"
+            f"- ✓ {readable_math(c.get('text_en') if en and c.get('text_en') else c['text'])}"
+            # a quote holding code becomes one code span: it cannot break the list
+            + (f" — “{inline_quote(c['evidence'])}”" if c.get("evidence") else "")
             for c in q.covered
         ]
         lines += [
-            f"- ✗ {m.get('text_en') if en and m.get('text_en') else m['text']}"
-            f" — {m.get('probe_en') if en and m.get('probe_en') else m['probe']}"
+            f"- ✗ {readable_math(m.get('text_en') if en and m.get('text_en') else m['text'])}"
+            f" — {w['asked'] if m.get('asked') else w['review']}"
+            f"{readable_math(m.get('probe_en') if en and m.get('probe_en') else m['probe'])}"
             for m in q.missed
         ]
         for m in q.misconceptions:
-            lines.append(f"- ⚠ {m.get('text')} → {m.get('correction')}")
+            lines.append(
+                f"- ⚠ {readable_math(str(m.get('text')))} → {readable_math(str(m.get('correction')))}"
+            )
         if q.tests:
             passed = sum(bool(t.get("passed")) for t in q.tests)
             lines += ["", w["tests"].format(passed=passed, total=len(q.tests)), ""]
@@ -199,7 +212,7 @@ def report_markdown(report: Report, names: TopicNames | None = None, language: s
             "",
             f"<details><summary>{w['reference']}</summary>",
             "",
-            q.reference_answer,
+            bank_markdown(q.reference_answer),
             "",
             "</details>",
         ]

@@ -402,3 +402,55 @@ def test_bank_search_shows_relevance_and_no_match(page, server):
     else:
         wait_text(page, "#search-results", found["results"][0]["text"][:10])
     shot(page, "search")
+
+
+# ---------------------------------------------------------------- rendering polish (items 8, 10)
+
+# The number of line boxes an element's text takes: 1 means it did not wrap.
+LINES_OF = """el => { const r = document.createRange(); r.selectNodeContents(el);
+  return new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size; }"""
+
+
+def test_phone_report_score_on_one_line_math_readable_and_no_clear_icon(phone, server):
+    """Items 8 and 10 on a phone: the report's score column keeps one line, bank text shows
+    V<sub>target</sub> instead of V_target, the reference answer keeps its lines, long cells open
+    to their full text, the chat has no trash icon."""
+    with api(server) as c:
+        body = {"mode": "practice", "num_questions": 2, "language": "zh", "seed": 1,
+                "topics": ["优势函数"]}  # fmt: skip
+        sid = c.post("/api/sessions", json=body).json()["id"]
+        c.post(f"/api/sessions/{sid}/answers", json={"answer": WEAK})
+    phone.goto(f"{server}/ui/?session={sid}&lang=zh")
+    wait_text(phone, "#chat", "第 1 题")
+    chat = phone.locator("#chat")
+    assert "V_target" not in chat.inner_text()
+    assert chat.locator("sub", has_text="target").count() >= 1
+    # No visible control in the chat's toolbar clears it (only per-message copy buttons remain).
+    labels = chat.locator("button:visible").evaluate_all(
+        "bs => bs.map(b => (b.getAttribute('aria-label') || b.title || '').toLowerCase())"
+    )
+    assert not [x for x in labels if "clear" in x or "清" in x], labels
+    # Finishing the question shows its reference answer: one paragraph per line, G<sub>t</sub>.
+    phone.locator("#skip-btn").click()
+    wait_text(phone, "#ref-box", "参考答案 · 第 1 题")
+    reference = phone.locator("#reference")
+    assert reference.locator("p").count() >= 5 and reference.locator("sub").count() >= 3
+    assert "G_t" not in reference.inner_text()
+    with api(server) as c:
+        c.post(f"/api/sessions/{sid}/end")
+        question = c.get(f"/api/sessions/{sid}/report").json()["questions"][0]["text"]
+    phone.goto(f"{server}/ui/?session={sid}&lang=zh")
+    wait_text(phone, "#report-table", "总分")
+    table = phone.locator("#report-table table")
+    for cell in table.locator("th:nth-child(3), td:nth-child(3)").all():
+        assert cell.evaluate(LINES_OF) == 1, cell.inner_text()
+    text = table.locator("td:nth-child(2)").first.inner_text()
+    assert "…" not in text and "V_target" not in text and len(text) >= len(question) - 20
+    # The long missed-points cell shows "…" and opens to its full text on a tap.
+    missed = table.locator("td:nth-child(5) details").first
+    shown = missed.inner_text()
+    assert shown.endswith("…")
+    missed.locator("summary").click()
+    phone.wait_for_timeout(300)
+    assert missed.evaluate("d => d.open") and len(missed.inner_text()) > len(shown) + 20
+    shot(phone, "phone-report-polish")

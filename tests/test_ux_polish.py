@@ -306,8 +306,15 @@ def test_the_report_table_keeps_full_text():
                        "missed": missed, "tests": []}],
     }  # fmt: skip
     table = report_table(report, "中文")
-    assert long_question in table and "…" not in table
-    assert all(m["text"] in table for m in missed)  # every missed point, in full
+    html = html_of(table)
+    # Long cells show a shortened summary ending in "…" that opens to the full text.
+    question_cell, _, _, missed_cell = html.split("<td>")[2:6]
+    assert question_cell.startswith("<details><summary>为什么 GRPO")
+    assert "…</summary>" in question_cell and long_question in question_cell
+    assert "…</summary>" in missed_cell
+    assert all(m["text"] in missed_cell for m in missed)  # every missed point, in full
+    short = {**report, "questions": [{**report["questions"][0], "text": "GRPO 的 A_i？"}]}
+    assert "| GRPO 的 A<sub>i</sub>？ |" in report_table(short, "中文")  # short text: as is
 
 
 def test_the_markdown_report_renders_bank_text_and_marks_which_probes_were_asked(alice):

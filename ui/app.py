@@ -39,7 +39,9 @@ HEAD = """
 #report-table th:nth-child(1), #report-table td:nth-child(1),
 #report-table th:nth-child(3), #report-table td:nth-child(3),
 #report-table th:nth-child(4), #report-table td:nth-child(4) { white-space: nowrap; }
-#report-table td:nth-child(2), #report-table td:nth-child(5) { min-width: 8em; }
+#report-table td:nth-child(2), #report-table td:nth-child(5) { min-width: 5.5em; }
+@media (max-width: 480px) { #report-table th, #report-table td { padding: 4px 6px; } }
+#report-table summary { cursor: pointer; }
 /* The chat's trash icon would wipe the conversation without asking; the server keeps it anyway. */
 #chat .icon-button-wrapper.top-panel { display: none; }
 </style>
@@ -158,6 +160,18 @@ def cell(text: str) -> str:
     return text.replace("|", "\\|").replace("~", "\\~").replace("\n", " ")
 
 
+def expandable(text: str, limit: int) -> str:
+    """Text for a table cell: in full when short; otherwise its first `limit` characters with "…"
+    that open (tap or click) to the full text — never cut without a way to read the rest."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return readable_math(flat)
+    return (
+        f"<details><summary>{readable_math(shorten(flat, limit))}</summary>"
+        f"{readable_math(flat)}</details>"
+    )
+
+
 def report_table(report: dict, ui_lang: str) -> str:
     t = tr(ui_lang)
     en = lang_key(ui_lang) == "en"
@@ -169,7 +183,8 @@ def report_table(report: dict, ui_lang: str) -> str:
         "|---|---|---|---|---|",
     ]
     for q in report["questions"]:
-        # Full text: nothing is cut (the score columns keep one line on a phone, see CSS).
+        # Long text opens to its full length (see expandable); the score columns keep one line
+        # on a phone (CSS in HEAD).
         text = q.get("text_en") if en and q.get("text_en") else q["text"]
         missed = "; ".join(
             m.get("text_en") if en and m.get("text_en") else m["text"] for m in q["missed"]
@@ -179,8 +194,8 @@ def report_table(report: dict, ui_lang: str) -> str:
             passed = sum(bool(x.get("passed")) for x in tests)
             missed = f"{t['col_tests']} {passed}/{len(tests)}" + (f"; {missed}" if missed else "")
         lines.append(
-            f"| {q['number']} | {cell(readable_math(text))} | {q['score']} | {len(q['covered'])}"
-            f" | {cell(readable_math(missed))} |"
+            f"| {q['number']} | {cell(expandable(text, 120))} | {q['score']} | {len(q['covered'])}"
+            f" | {cell(expandable(missed, 60))} |"
         )
     return "\n".join(lines)
 

@@ -40,6 +40,21 @@ def test_root_sends_a_browser_to_the_ui_and_unknown_api_paths_stay_json(base_url
     assert httpx.get(f"{base_url}/nothing-here", timeout=30).status_code == 404
 
 
+def test_worker_mode_announces_once_the_health_check_answers(base_url):
+    """`serve --workers N` has no hook into its worker processes: it polls /healthz instead."""
+    from server.serving import announce_when_healthy, local_url
+
+    assert local_url("0.0.0.0", 8000) == "http://127.0.0.1:8000"
+    assert local_url("::", 8000) == "http://[::1]:8000"
+    ready = threading.Event()
+    announce_when_healthy(base_url, ready.set).join(timeout=60)
+    assert ready.is_set()
+    nobody = threading.Event()
+    thread = announce_when_healthy(f"http://127.0.0.1:{free_port()}", nobody.set, 1.0)
+    thread.join(timeout=30)
+    assert not thread.is_alive() and not nobody.is_set()  # gives up, says nothing
+
+
 class Output:
     """A subprocess's merged output, read on a thread, with a way to wait for a line."""
 

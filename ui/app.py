@@ -41,6 +41,7 @@ HEAD = """
 #report-table th:nth-child(4), #report-table td:nth-child(4) { white-space: nowrap; }
 #report-table td:nth-child(2), #report-table td:nth-child(5) { min-width: 5.5em; }
 @media (max-width: 480px) { #report-table th, #report-table td { padding: 4px 6px; } }
+#report-table th { overflow-wrap: normal; word-break: keep-all; }
 #report-table summary { cursor: pointer; }
 /* The chat's trash icon would wipe the conversation without asking; the server keeps it anyway. */
 #chat .icon-button-wrapper.top-panel { display: none; }

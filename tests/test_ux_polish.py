@@ -389,8 +389,8 @@ def test_interviewer_lines_read_as_questions_over_http(alice, services):
     assert step["kind"] == "followup"
     line = step["prompt"]
     # A lead-in that says how it relates, no '变体' list, no sentence of the previous question.
-    leads = ("顺着你刚才的回答再往深一层", "我们回到它背后的基础", "换个角度对比一下",
-             "再问一个相关的问题", "我们换一道相关的题")  # fmt: skip
+    leads = ("我们往深一层，问一道相关的题", "回到它背后的基础，问一道相关的题",
+             "换个角度，问一道相关的对比题", "再问一个相关的问题", "我们换一道相关的题")  # fmt: skip
     assert line.startswith(leads), line
     assert "变体" not in line
     for sentence in [s for s in previous.text.replace("？", "？\n").splitlines() if len(s) > 8]:

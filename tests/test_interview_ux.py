@@ -199,3 +199,52 @@ def test_a_clarifying_question_is_labelled_as_a_question_not_an_answer(alice):
         "Q1 · Follow-up 1 · Your question",
     ) in labels
     assert ("candidate", "answer", "第 1 题 · 你的回答", "Q1 · Your answer") in labels
+
+
+GRPO_PARTIAL = (
+    "对同一个 prompt 采样一组 G 条回答，baseline 取组内奖励的均值，再除以标准差得到优势 "
+    "A_i = (r_i - mean) / (std + eps)，所有 token 共享这个优势；这替代了 PPO 的 critic，不需要价值模型。"
+)
+
+
+def test_skipping_a_pending_probe_keeps_the_grade_already_earned(alice):
+    s = start(alice, topics=["grpo"], num_questions=2)
+    sid = s["id"]
+    first = alice.post(f"/api/sessions/{sid}/answers", json={"answer": GRPO_PARTIAL}).json()
+    assert first["next"]["kind"] == "probe", first["next"]
+    earned = first["grade"]["score"]
+    assert earned > 0
+    skipped = alice.post(f"/api/sessions/{sid}/skip")
+    assert skipped.status_code == 200, skipped.text
+    body = skipped.json()
+    # Only the probe is skipped: the question keeps its grade, and the interview moves on.
+    assert body["grade"]["score"] == earned
+    assert "probe_skipped" in body["grade"]["flags"] and "skipped" not in body["grade"]["flags"]
+    assert any(kp["covered"] for kp in body["grade"]["key_points"])
+    assert body["grade"]["reference_answer"]  # the question is finished
+    assert body["question_number"] == 1
+    assert body["next"]["kind"] in ("question", "followup")
+    assert body["next"]["question"]["number"] == 2
+    report = alice.get(f"/api/sessions/{sid}/report").json()
+    q1 = report["questions"][0]
+    assert q1["status"] == "done" and q1["score"] == earned and q1["covered"]
+    assert "probe_skipped" in q1["flags"]
+    for lang, status in (("zh", "已答"), ("en", "answered")):
+        md = alice.get(f"/api/sessions/{sid}/report", params={"format": "md", "lang": lang}).text
+        q1_md = md.split("### 1.")[1].split("### 2.")[0]
+        assert f"**{earned}**" in q1_md and status in q1_md and "probe_skipped" in q1_md
+
+
+def test_skipping_a_question_never_answered_still_scores_zero(alice):
+    s = start(alice, topics=["grpo"], num_questions=2)
+    sid = s["id"]
+    body = alice.post(f"/api/sessions/{sid}/skip").json()
+    assert body["grade"]["score"] == 0
+    assert body["grade"]["flags"] == ["skipped"]
+    assert not any(kp["covered"] for kp in body["grade"]["key_points"])
+    assert body["next"]["question"]["number"] == 2
+    report = alice.get(f"/api/sessions/{sid}/report").json()
+    q1 = report["questions"][0]
+    assert q1["status"] == "skipped" and q1["score"] == 0 and q1["flags"] == ["skipped"]
+    md = alice.get(f"/api/sessions/{sid}/report", params={"format": "md", "lang": "en"}).text
+    assert "score **0.0**" in md.split("### 1.")[1].split("### 2.")[0]

@@ -9,6 +9,7 @@ FLAG_TEXT = {
     "zh": {
         "empty": "没有作答，本题记 0 分。",
         "skipped": "本题跳过，记 0 分。",
+        "probe_skipped": "追问已跳过；本题按已作答的内容计分。",
         "timeout": "超时未作答，本题记 0 分。",
         "injection": "回答中包含针对评分器的指令，已作为普通内容处理，不计分。",
         "keyword_list": "回答主要是关键词罗列，没有解释，只得部分分。",
@@ -24,6 +25,7 @@ FLAG_TEXT = {
     "en": {
         "empty": "No answer was given; this question scores 0.",
         "skipped": "Skipped; this question scores 0.",
+        "probe_skipped": "The follow-up was skipped; the question keeps the grade of the answers already given.",
         "timeout": "Time ran out before an answer; this question scores 0.",
         "injection": "The answer contains instructions aimed at the grader; they were treated as plain content and earn nothing.",
         "keyword_list": "The answer is mostly a list of keywords without explanation, so it earns only partial credit.",

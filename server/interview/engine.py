@@ -244,13 +244,36 @@ class InterviewEngine:
         current = self._require_active(session)
         entry = self._entry(current.entry_id)
         self._add_turn(db, session, "candidate", "skip", "", current)
-        grade = self.grading.zero(entry, "skipped", session.language)
-        current.status, current.score, current.grader = "skipped", 0.0, grade.grader
+        if current.result:
+            # Answered and graded, a probe pending: only the probe is skipped; the question keeps
+            # the grade its answers earned (capped by any hint taken since).
+            grade = self._probe_skipped(entry, current, session.language)
+            current.status = "done"
+        else:
+            grade = self.grading.zero(entry, "skipped", session.language)
+            current.status, current.score, current.grader = "skipped", 0.0, grade.grader
+            current.answered_at = now()
         current.result = grade.model_dump(mode="json")
-        current.answered_at = now()
         self._say(db, session, "skip", current, {})
         nxt = self._next_question(db, session, current, entry, merged_score=0.0)
         return self._graded(session, current, grade, nxt, self.time_up(session))
+
+    def _probe_skipped(self, entry: QuestionEntry, asked: AskedQuestion, language: str) -> Grade:
+        assert entry.rubric is not None
+        kept = Grade.model_validate(asked.result)
+        extra = ["hint_used"] if asked.hints else []
+        flags = list(dict.fromkeys([*kept.flags, *extra, "probe_skipped"]))
+        score = kept.score if asked.score is None else min(asked.score, kept.score)
+        return kept.model_copy(
+            update={
+                "score": score,
+                "flags": flags,
+                "feedback": write_feedback(
+                    entry, kept.key_points, kept.misconceptions, flags, language, kept.tests
+                ),
+                "reference_answer": entry.rubric.reference_answer,
+            }
+        )
 
     def hint(self, db: Session, user: str, session_id: str) -> HintResponse:
         session = self.load(db, user, session_id)

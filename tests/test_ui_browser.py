@@ -377,7 +377,15 @@ def test_phone_layout_in_both_languages(phone, server):
     with phone.context.expect_page() as opened:
         phone.locator("#sessions a").filter(has_text="Open report").first.click()
     report = opened.value
-    wait_text(report, "#report-table", "Overall")
+    # The whole page follows ?lang=en on this path, from the report's first paint: tabs, the
+    # download button and the chart axes arrive with the report, not after it.
+    report.wait_for_function(
+        "(document.querySelector('#report-table')?.innerText || '').includes('Overall')"
+    )
+    assert "Download Markdown report" in text_of(report, "#download-btn")
+    tabs = report.get_by_role("tab").all_inner_texts()
+    assert "Report" in tabs and not any(re.search(r"[\u4e00-\u9fff]", t) for t in tabs), tabs
+    wait_text(report, "#topic-chart", "Area")  # the chart draws itself after the update
     shot(report, "phone-report-en")
 
 

@@ -307,13 +307,48 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             y_title=t["axis_score"],
         )  # fmt: skip
 
-    def buttons(enabled: bool, coding: bool, clear: bool = False) -> list:
-        """The five buttons, the answer box and the code editor (shown for code questions)."""
+    def buttons(enabled: bool, coding: bool, clear: bool = False, lang: str | None = None) -> list:
+        """The five buttons, the answer box and the code editor (shown for code questions);
+        with `lang`, their captions in that language too."""
         fresh = {"value": ""} if clear else {}
+        t = tr(lang) if lang else None
         return [
-            *[gr.update(interactive=enabled) for _ in BUTTONS],
-            gr.update(interactive=enabled, **fresh),
-            gr.update(interactive=enabled, visible=coding, **fresh),
+            *[
+                gr.update(interactive=enabled, **({"value": t[key]} if t else {}))
+                for key in BUTTONS
+            ],
+            gr.update(interactive=enabled, **fresh, **({"label": t["answer"]} if t else {})),
+            gr.update(
+                interactive=enabled, visible=coding, **fresh, **({"label": t["code"]} if t else {})
+            ),
+        ]
+
+    def fixed_labels(lang: str) -> list:
+        """Captions of the widgets no handler other than a language change redraws (the order of
+        `labelled` below): applied on load too, so a page opened with ?lang= is in one language
+        from its first paint, not only once the language change has run."""
+        t = tr(lang)
+        return [
+            t["title"],
+            gr.update(label=t["setup"]),
+            gr.update(label=t["interview"]),
+            gr.update(label=t["report"]),
+            gr.update(label=t["history"]),
+            gr.update(label=t["bank"]),
+            gr.update(label=t["mode"], choices=mode_choices(lang)),
+            gr.update(label=t["difficulty"]),
+            gr.update(label=t["duration"]),
+            gr.update(label=t["questions"]),
+            gr.update(label=t["language"], choices=language_choices(lang)),
+            gr.update(value=t["start"]),
+            gr.update(label=t["reference"]),
+            gr.update(value=t["refresh"]),
+            gr.update(label=t["search"]),
+            gr.update(value=t["search_btn"]),
+            t["mastery_title"],
+            t["trend_title"],
+            gr.update(label=t["voice"]),
+            t["voice_send"],
         ]
 
     def question_views(state: dict | None, ui_lang: str):
@@ -463,16 +498,20 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             head = [
                 lang,
                 short_v,
-                gr.update(choices=[(f"{c['company']} ({c['count']})", c["company"])
+                gr.update(label=t["companies"],
+                          choices=[(f"{c['company']} ({c['count']})", c["company"])
                                    for c in opts["companies"]]),
-                gr.update(choices=topic_choices(opts, lang)),
+                gr.update(label=t["topics"], choices=topic_choices(opts, lang)),
                 filter_note(opts, [], [], lang),
                 note,
-                gr.update(choices=grader_choices(lang, bool(info.get("llm_configured")))),
+                gr.update(label=t["grader"],
+                          choices=grader_choices(lang, bool(info.get("llm_configured")))),
+                *fixed_labels(lang),
             ]  # fmt: skip
+            download_label = gr.update(label=t["download"])
             session_id = params.get("session") or (saved or {}).get("sid")
-            nothing = (None, None, False, [], "", gr.update(), "", gr.update(), gr.update(),
-                       gr.update(visible=False), *buttons(True, False))  # fmt: skip
+            nothing = (None, None, False, [], "", gr.update(), "", gr.update(), download_label,
+                       gr.update(visible=False), *buttons(True, False, lang=lang))  # fmt: skip
             if not session_id:
                 return (*head, *nothing)
             try:
@@ -484,11 +523,13 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 table, chart, path = report_views(session_id, lang)
                 return (*head, session_id, state["deadline"], True, chat_from_state(state, lang),
                         countdown_text(state["deadline"], lang, ended=True),
-                        gr.Tabs(selected="report"), table, chart, path, contract_u,
-                        *buttons(False, False))  # fmt: skip
+                        gr.Tabs(selected="report"), table, chart,
+                        gr.update(value=path, label=t["download"]), contract_u,
+                        *buttons(False, False, lang=lang))  # fmt: skip
             return (*head, session_id, state["deadline"], False, chat_from_state(state, lang),
                     countdown_text(state["deadline"], lang), gr.Tabs(selected="interview"), "",
-                    gr.update(), gr.update(), contract_u, *buttons(True, coding))  # fmt: skip
+                    gr.update(), download_label, contract_u,
+                    *buttons(True, coding, lang=lang))  # fmt: skip
 
         def on_start(mode_v, companies_v, topics_v, diff_v, duration_v, n_v, language_v,
                      grader_v, lang, short_v):  # fmt: skip
@@ -694,19 +735,10 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                     chat_u = chat_from_state(call(lambda c: c.state(session_id)), lang)
             return (
                 lang,
-                t["title"],
-                gr.update(label=t["setup"]),
-                gr.update(label=t["interview"]),
-                gr.update(label=t["report"]),
-                gr.update(label=t["history"]),
-                gr.update(label=t["mode"], choices=mode_choices(lang)),
+                *fixed_labels(lang),
                 gr.update(label=t["companies"]),
                 gr.update(label=t["topics"], choices=topic_choices(opts, lang)),
                 filter_note(opts, companies_v, topics_v, lang),
-                gr.update(label=t["difficulty"]),
-                gr.update(label=t["duration"]),
-                gr.update(label=t["questions"]),
-                gr.update(label=t["language"], choices=language_choices(lang)),
                 gr.update(
                     label=t["grader"],
                     choices=grader_choices(lang, bool(info.get("llm_configured"))),
@@ -714,31 +746,23 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 t["llm_yes"].format(model=info.get("llm_model"))
                 if info.get("llm_configured")
                 else t["llm_no"],
-                gr.update(value=t["start"]),
                 gr.update(label=t["answer"]),
                 gr.update(label=t["code"]),
-                gr.update(value=t["submit"]),
-                gr.update(value=t["related"]),
-                gr.update(value=t["hint"]),
-                gr.update(value=t["skip"]),
-                gr.update(value=t["end"]),
-                gr.update(label=t["reference"]),
+                *[gr.update(value=t[key]) for key in BUTTONS],
                 gr.update(label=t["download"]),
-                gr.update(value=t["refresh"]),
-                gr.update(label=t["bank"]),
-                gr.update(label=t["search"]),
-                gr.update(value=t["search_btn"]),
-                t["mastery_title"],
-                t["trend_title"],
                 chat_u,
                 countdown_text(deadline_v, lang, ended=bool(ended_v)) if session_id else "",
             )
 
+        # in the order of fixed_labels()
+        labelled = [title, tab_setup, tab_iv, tab_report, tab_history, tab_bank, mode, difficulty,
+                    duration, num_questions, language, start_btn, ref_box, refresh_btn, query,
+                    search_btn, mastery_title, trend_title, voice, voice_btn]  # fmt: skip
         demo.load(
             on_load,
             inputs=[store, lang_store],
-            outputs=[ui_lang, short, companies, topics, filters_md, llm_note, grader, sid,
-                     deadline, ended, chat, clock, tabs, report_md, topic_chart, download,
+            outputs=[ui_lang, short, companies, topics, filters_md, llm_note, grader, *labelled,
+                     sid, deadline, ended, chat, clock, tabs, report_md, topic_chart, download,
                      contract, *widgets],
         )  # fmt: skip
         start_btn.click(
@@ -789,11 +813,6 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
 
         demo.load(on_voice_load, outputs=[voice_row])
         voice_btn.click(on_voice, inputs=[sid, voice, ui_lang], outputs=[*action_outputs, voice])
-        ui_lang.change(
-            lambda lang: (gr.update(label=tr(lang)["voice"]), tr(lang)["voice_send"]),
-            inputs=[ui_lang],
-            outputs=[voice, voice_btn],
-        )
 
         def on_search(text, lang):
             if not (text or "").strip():
@@ -841,11 +860,8 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         ui_lang.change(
             on_lang,
             inputs=[ui_lang, companies, topics, sid, ended, deadline],
-            outputs=[lang_store, title, tab_setup, tab_iv, tab_report, tab_history, mode,
-                     companies, topics, filters_md, difficulty, duration, num_questions, language,
-                     grader, llm_note, start_btn, answer, code, submit_btn, related_btn, hint_btn,
-                     skip_btn, end_btn, ref_box, download, refresh_btn, tab_bank, query,
-                     search_btn, mastery_title,
-                     trend_title, chat, clock],
+            outputs=[lang_store, *labelled, companies, topics, filters_md, grader, llm_note,
+                     answer, code, submit_btn, related_btn, hint_btn, skip_btn, end_btn, download,
+                     chat, clock],
         )  # fmt: skip
     return demo

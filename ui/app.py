@@ -67,6 +67,25 @@ document.addEventListener('keydown', function (e) {
 
 UI_LANGS = ["中文", "English"]
 BUTTONS = ("submit", "related", "hint", "skip", "end")
+# Per-area bar charts plot this column: the score, or a sliver for a 0 so that the area is seen.
+# Each bar's label carries the true score; the chart's own tooltip is off, as it would show the
+# sliver's height rather than the 0.
+BAR = "bar"
+ZERO_SLIVER = 0.12
+
+
+def area_bars(areas: list[str], scores: list[float], x: str) -> pd.DataFrame:
+    """One bar per area, labelled "area · score" (the score as given, 0 included)."""
+    return pd.DataFrame(
+        {
+            x: [f"{a} · {round(s, 1):g}" for a, s in zip(areas, scores, strict=True)],
+            BAR: [max(float(s), ZERO_SLIVER) for s in scores],
+        }
+    )
+
+
+def bars_update(chart: pd.DataFrame, x: str, y: str) -> dict:
+    return gr.update(value=chart, x=x, y=BAR, x_title=x, y_title=y)
 
 
 def mode_choices(ui_lang: str) -> list[tuple[str, str]]:
@@ -287,11 +306,10 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         en = lang_key(ui_lang) == "en"
         names = {a["area"]: a["name_en" if en else "name_zh"] for a in options(None)["areas"]}
         t = tr(ui_lang)
-        chart = pd.DataFrame(
-            {
-                t["axis_topic"]: [names.get(a, a) for a in rep["per_topic"]],
-                t["axis_score"]: list(rep["per_topic"].values()),
-            }
+        chart = area_bars(
+            [names.get(a, a) for a in rep["per_topic"]],
+            list(rep["per_topic"].values()),
+            t["axis_topic"],
         )
         path = os.path.join(
             tempfile.mkdtemp(prefix="sparring-"), f"sparring-report-{session_id[:8]}.md"
@@ -302,10 +320,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
 
     def chart_update(chart: pd.DataFrame, ui_lang: str):
         t = tr(ui_lang)
-        return gr.update(
-            value=chart, x=t["axis_topic"], y=t["axis_score"], x_title=t["axis_topic"],
-            y_title=t["axis_score"],
-        )  # fmt: skip
+        return bars_update(chart, t["axis_topic"], t["axis_score"])
 
     def buttons(enabled: bool, coding: bool, clear: bool = False, lang: str | None = None) -> list:
         """The five buttons, the answer box and the code editor (shown for code questions);
@@ -447,8 +462,10 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 report_md = gr.Markdown(latex_delimiters=LATEX, elem_id="report-table")
                 topic_chart = gr.BarPlot(
                     x=T["zh"]["axis_topic"],
-                    y=T["zh"]["axis_score"],
+                    y=BAR,
+                    y_title=T["zh"]["axis_score"],
                     y_lim=[0, 10],
+                    tooltip="none",
                     elem_id="topic-chart",
                 )
                 download = gr.DownloadButton(T["zh"]["download"], elem_id="download-btn")
@@ -462,8 +479,10 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 mastery_title = gr.Markdown(T["zh"]["mastery_title"])
                 mastery_chart = gr.BarPlot(
                     x=T["zh"]["axis_topic"],
-                    y=T["zh"]["axis_mastery"],
+                    y=BAR,
+                    y_title=T["zh"]["axis_mastery"],
                     y_lim=[0, 10],
+                    tooltip="none",
                     elem_id="mastery",
                 )
                 trend_title = gr.Markdown(T["zh"]["trend_title"])
@@ -661,11 +680,10 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 msg = error_sentence(exc.code, exc.status, exc.message, lang)
                 return (f"⚠️ {msg}", *[gr.update()] * 4)
             names = {a["area"]: a["name_en" if en else "name_zh"] for a in options(None)["areas"]}
-            mastery = pd.DataFrame(
-                {
-                    t["axis_topic"]: [names.get(m["area"], m["area"]) for m in prog["mastery"]],
-                    t["axis_mastery"]: [m["mastery"] for m in prog["mastery"]],
-                }
+            mastery = area_bars(
+                [names.get(m["area"], m["area"]) for m in prog["mastery"]],
+                [m["mastery"] for m in prog["mastery"]],
+                t["axis_topic"],
             )
             done = [s for s in prog["sessions"] if s.get("average") is not None]
             trend = pd.DataFrame(
@@ -678,7 +696,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             if not prog["sessions"]:
                 return (
                     "",
-                    gr.update(value=mastery),
+                    bars_update(mastery, t["axis_topic"], t["axis_mastery"]),
                     gr.update(visible=False),
                     t["no_history"],
                     "",
@@ -721,8 +739,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                           x_title=t["axis_session"], y_title=t["axis_score"])
                 if len(done) >= 2 else gr.update(visible=False)
             )  # fmt: skip
-            mastery_u = gr.update(value=mastery, x=t["axis_topic"], y=t["axis_mastery"],
-                                  x_title=t["axis_topic"], y_title=t["axis_mastery"])  # fmt: skip
+            mastery_u = bars_update(mastery, t["axis_topic"], t["axis_mastery"])
             return "", mastery_u, trend_u, "\n".join(rows), "\n".join(queue)
 
         def on_lang(lang, companies_v, topics_v, session_id, ended_v, deadline_v):

@@ -317,7 +317,6 @@ def own_database(services, tmp_path):
     """Services on a database file of their own, with a short lock wait."""
     svc = derived_services(
         services,
-        share_database=False,
         database_url=f"sqlite:///{tmp_path / 'own.db'}",
         db_busy_timeout_seconds=0.5,
     )

@@ -38,7 +38,6 @@ def url(services, llm, tmp_path_factory) -> Iterator[str]:
     database = tmp_path_factory.mktemp("interviewer-db") / "sparring.db"
     svc = derived_services(
         services,
-        share_database=False,
         database_url=f"sqlite:///{database}",
         llm_model="openai/scripted-interviewer",
         llm_api_base=llm.base_url,

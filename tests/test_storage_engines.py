@@ -108,7 +108,7 @@ def _run_interview(url: str) -> dict:
 
 
 def test_whole_interview_on_postgres(services, pg_url: str) -> None:
-    pg = derived_services(services, share_database=False, database_url=pg_url)
+    pg = derived_services(services, database_url=pg_url)
     with serve_services(pg) as (url, _):
         got = _run_interview(url)
     state = got["state"]
@@ -155,8 +155,8 @@ def test_concurrent_answers_from_two_servers_commit_once_each(
 ) -> None:
     url = pg_url if engine == "postgresql" else f"sqlite:///{tmp_path / 'race.db'}"
     # Two Services, two engines and pools: what two API processes on one database have.
-    a = derived_services(services, share_database=False, database_url=url)
-    b = derived_services(services, share_database=False, database_url=url)
+    a = derived_services(services, database_url=url)
+    b = derived_services(services, database_url=url)
     with serve_services(a) as (url_a, _), serve_services(b) as (url_b, _):
         created = httpx.post(
             f"{url_a}/api/sessions",

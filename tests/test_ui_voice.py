@@ -48,7 +48,6 @@ def voice_server(services, speech, tmp_path_factory) -> Iterator[str]:
     database = tmp_path_factory.mktemp("ui-speech-db") / "sparring.db"
     svc = derived_services(
         services,
-        share_database=False,
         database_url=f"sqlite:///{database}",
         speech_model="openai/whisper-1",
         speech_api_base=speech.base_url,

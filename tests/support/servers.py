@@ -19,12 +19,13 @@ from server.services import Services
 SHARED = ("bank", "embedder", "documents", "vector_store", "searcher", "coding_tasks")
 
 
-def derived_services(base: Services, share_database: bool = True, **updates: Any) -> Services:
-    """Services with some settings changed that reuse the session's loaded model and index."""
+def derived_services(base: Services, **updates: Any) -> Services:
+    """Services with some settings changed that reuse the session's loaded model and index, and
+    its database unless the updates name another one (`database_url`)."""
     svc = Services(base.settings.model_copy(update=updates))
     for name in SHARED:
         svc.__dict__[name] = getattr(base, name)
-    if share_database:
+    if "database_url" not in updates:
         svc.__dict__["database"] = base.database
     return svc
 

@@ -207,9 +207,7 @@ async def chat_completions(request: Request, user: User):
             # A twin of this request (a client retry) committed the same exchange first: this
             # one was rolled back, and now replays the stored reply.
             reply = await run_queued(request, user, exchange)
-    except ChatError as exc:
-        return openai_error(exc.status, exc.code, exc.message)
-    except InterviewError as exc:
+    except (ChatError, InterviewError) as exc:
         return openai_error(exc.status, exc.code, exc.message)
     except ApiError as exc:  # queue full, per-user share, storage busy
         return openai_error(exc.status, exc.code, exc.message, exc.headers)

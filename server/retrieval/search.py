@@ -127,11 +127,12 @@ class QuestionSearcher:
         self._store = store
         self._rrf_k = rrf_k
         # BM25 also sees each entry's full text and rubric vocabulary (no embedding cost).
-        self._lexical = docs + [
-            SearchDocument(f"{e.id}#lex", e.id, "", lexical_text(e)) for e in bank
-        ]
+        lexical = [SearchDocument(f"{e.id}#lex", e.id, "", lexical_text(e)) for e in bank]
+        self._lexical = docs + lexical
         self._by_id.update({d.doc_id: d for d in self._lexical})
-        self._bm25 = _Bm25Matrix([list(tokenize(d.text)) or ["∅"] for d in self._lexical])
+        # Tokenised once: the hybrid BM25 and v2's whole-entry BM25 both index these texts.
+        self._lex_tokens = [list(tokenize(d.text)) or ["∅"] for d in lexical]
+        self._bm25 = _Bm25Matrix([list(tokenize(d.text)) or ["∅"] for d in docs] + self._lex_tokens)
         self.glossary = glossary or Glossary([])
         self.ranker = ranker or RankerModel.load()
         self._concept_vecs: dict[str, np.ndarray] | None = None
@@ -165,9 +166,7 @@ class QuestionSearcher:
         self._entry_concepts = [self.glossary.concepts_in(lexical_text(e)) for e in self._entries]
         self._bank_concepts = frozenset().union(*self._entry_concepts)
         self._entry_parts = np.asarray([len(e.subquestions) for e in self._entries])
-        self._lex_bm25 = _Bm25Matrix(
-            [list(tokenize(lexical_text(e))) or ["∅"] for e in self._entries]
-        )
+        self._lex_bm25 = _Bm25Matrix(self._lex_tokens)  # self._entries is the bank's order
 
     def _bm25_ranking(self, query: str) -> list[tuple[str, float]]:
         tokens = list(tokenize(query))

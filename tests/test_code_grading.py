@@ -5,24 +5,10 @@ from __future__ import annotations
 import pytest
 
 from server.grading.code_extract import extract_code
+from tests.support.gae import gae_answer
 
 QID = "gae-intro"
-RIGHT = """GAE 从后往前递推，先算 TD 残差 δ_t，再做 (γλ) 的指数加权和：
-
-```python
-import numpy as np
-
-def compute_gae(rewards, values, dones, gamma, lam):
-    adv = np.zeros(len(rewards))
-    running = 0.0
-    for t in reversed(range(len(rewards))):
-        alive = 1.0 - dones[t]
-        delta = rewards[t] + gamma * values[t + 1] * alive - values[t]
-        running = delta + gamma * lam * alive * running
-        adv[t] = running
-    return adv
-```
-λ=0 退化成单步 TD，λ=1 是 MC 回报减 V，用 λ 权衡偏差和方差。"""
+RIGHT = gae_answer()
 # The common bug: the episode boundary is ignored, so advantage leaks across episodes.
 LEAKY = RIGHT.replace("alive = 1.0 - dones[t]", "alive = 1.0")
 # λ forgotten in the recursion: the (γλ)^l exponential sum is wrong even without any termination.

@@ -27,6 +27,7 @@ import pytest
 
 from server.config import PROJECT_ROOT
 from server.grading.sandbox import Sandbox
+from tests.support.gae import gae_code
 
 QID = "gae-intro"  # a concept question: the code runs when the answer defines compute_gae
 PRELUDE = """\
@@ -77,19 +78,7 @@ def run(argv):
     os.waitpid(pid, 0)
     return b"".join(chunks).decode(errors="replace")
 """
-RIGHT = """\
-import numpy as np
-
-def compute_gae(rewards, values, dones, gamma, lam):
-    adv = np.zeros(len(rewards))
-    running = 0.0
-    for t in reversed(range(len(rewards))):
-        alive = 1.0 - dones[t]
-        delta = rewards[t] + gamma * values[t + 1] * alive - values[t]
-        running = delta + gamma * lam * alive * running
-        adv[t] = running
-    return adv
-"""
+RIGHT = gae_code()
 
 
 def answer(code: str) -> str:

@@ -235,6 +235,22 @@ def test_skipping_a_pending_probe_keeps_the_grade_already_earned(alice):
         assert f"**{earned}**" in q1_md and status in q1_md and "probe_skipped" in q1_md
 
 
+def test_hints_taken_during_a_probe_cap_the_grade_a_skip_keeps(alice):
+    s = start(alice, topics=["grpo"], num_questions=2)
+    sid = s["id"]
+    first = alice.post(f"/api/sessions/{sid}/answers", json={"answer": GRPO_PARTIAL}).json()
+    assert first["next"]["kind"] == "probe", first["next"]
+    earned = first["grade"]["score"]
+    cap = 10.0
+    while cap >= earned:
+        hint = alice.post(f"/api/sessions/{sid}/hint")
+        assert hint.status_code == 200, hint.text
+        cap = hint.json()["score_cap"]
+    body = alice.post(f"/api/sessions/{sid}/skip").json()
+    assert body["grade"]["score"] == cap < earned
+    assert {"probe_skipped", "hint_used"} <= set(body["grade"]["flags"])
+
+
 def test_skipping_a_question_never_answered_still_scores_zero(alice):
     s = start(alice, topics=["grpo"], num_questions=2)
     sid = s["id"]

@@ -263,7 +263,7 @@ class InterviewEngine:
         kept = Grade.model_validate(asked.result)
         extra = ["hint_used"] if asked.hints else []
         flags = list(dict.fromkeys([*kept.flags, *extra, "probe_skipped"]))
-        score = kept.score if asked.score is None else min(asked.score, kept.score)
+        score = min(kept.score, self._cap(asked))
         return kept.model_copy(
             update={
                 "score": score,

@@ -99,6 +99,14 @@ class Rubric(Strict):
         return self
 
 
+class Source(StrEnum):
+    """Where an entry comes from: the seed question list (checked against corpus/raw/) or a
+    hand-written supplementary entry (bank v3: real interview topics the seed lacks)."""
+
+    seed = "seed"
+    supplementary = "supplementary"
+
+
 class RelatedEdge(Strict):
     id: str
     relation: Relation
@@ -118,6 +126,9 @@ class QuestionEntry(Strict):
     difficulty: int = Field(ge=1, le=3)
     related: list[RelatedEdge] = Field(default_factory=list)
     rubric: Rubric | None = None
+    source: Source = Source.seed
+    # Where a supplementary entry's content comes from (papers, public notes): reviewers check it.
+    references: list[str] = Field(default_factory=list)
 
     @field_validator("id")
     @classmethod

@@ -1,9 +1,34 @@
 """Coding tasks: the function a candidate writes for a 手撕 question, and the hidden tests it must pass.
 
 A task lives in `corpus/coding/<id>.yaml`. Its reference implementation (numpy, trusted: it is part
-of the repository) runs in the server process once at load time to produce the expected outputs; the
-candidate's code only ever runs in the sandbox and never sees them. Each question that uses the task
-maps some of its rubric key points to the cases that evidence them."""
+of the repository) runs in the server process to produce the expected outputs; the candidate's code
+only ever runs in the sandbox and never sees them. Each question that uses the task maps some of its
+rubric key points to the cases that evidence them.
+
+Cases are drawn fresh for every submission (issue #23): a case is a *generator*, `args_code`, that
+keeps the case's structure (λ=0, a done in the middle, a masked token, a huge margin…) and draws its
+numbers from `rng`, a `numpy.random.Generator` seeded per submission. A failure report can then show
+the case's inputs and expected values without giving anything to hard-code: the next submission gets
+other numbers. The format of a case:
+
+    - name: done_stops_bootstrap          # [a-z0-9_]+, unique in the task
+      explain: 回合在中途结束时……            # zh, shown after grading; describe the structure, not numbers
+      explain_en: When an episode ends mid-sequence …
+      args_code: |-                      # an expression returning the argument list, or
+        [rng.normal(size=8), rng.normal(size=9),   # statements that assign it to `args`; names:
+         np.array([0, 0, 1, 0, 0, 0, 1, 0.0]),     # np, rng (a per-submission Generator)
+         rng.uniform(0.9, 0.999), rng.uniform(0.8, 0.99)]
+      rtol: 1.0e-4                         # optional tolerances (defaults 1e-4, 1e-6)
+      atol: 1.0e-6
+      outputs: [0]                         # optional: which return values the case checks
+      seed: 4                              # optional: the draw used by `sparring` docs/verification
+
+Write sizes and structural constants literally and draw only what the structure does not fix;
+keep every draw inside the range where the case still isolates its bug (a margin stays huge, a
+ratio stays outside the clip range…): each task's `known_answers` must fail exactly their listed
+cases for every seed (tests/test_coding_tasks_v2.py checks many seeds). The literal form
+`args: [...]` still loads, but its values never change between submissions, so a test rejects it in
+the repository."""
 
 from __future__ import annotations
 
@@ -124,15 +149,25 @@ class PreparedCase:
     case: CodingCase
     args: list[Any]  # encoded
     accepted: tuple[Any, ...]  # right outputs: each a numpy array or a list of arrays
+    values: tuple[Any, ...] = ()  # the arguments as drawn (numpy), for failure reports
 
 
 @dataclass(frozen=True)
 class PreparedTask:
     task: CodingTask
-    cases: tuple[PreparedCase, ...]
+    functions: tuple[Any, ...] = ()  # the reference, then the alternatives (trusted code)
 
     def key_point_cases(self, question_id: str) -> dict[str, list[str]]:
         return self.task.questions.get(question_id, {})
+
+    def draw(self, seed: int) -> tuple[PreparedCase, ...]:
+        """Every case with numbers drawn for one submission, and the outputs that count as right."""
+        return _prepare(self.task, self.functions, seed)
+
+    @property
+    def cases(self) -> tuple[PreparedCase, ...]:
+        """The cases as drawn from each case's own `seed` (documentation, verification)."""
+        return _prepare(self.task, self.functions, None)
 
 
 class CodingTaskError(ValueError):
@@ -148,11 +183,24 @@ def _define(task: CodingTask, code: str, label: str) -> Any:
     return fn
 
 
-def _case_args(task: CodingTask, case: CodingCase) -> list[Any]:
+def case_rng(case: CodingCase, index: int, seed: int | None) -> np.random.Generator:
+    """The generator a case draws from: per submission (`seed`, case index), else the case's own."""
+    if seed is None:
+        return np.random.default_rng(case.seed)
+    return np.random.default_rng([seed & 0xFFFFFFFFFFFFFFFF, index])
+
+
+def _case_args(task: CodingTask, case: CodingCase, rng: np.random.Generator) -> list[Any]:
     if case.args_code is not None:
-        rng = np.random.default_rng(case.seed)
-        # eval is safe here: args_code is repository data written by maintainers, never input.
-        args = list(eval(case.args_code, {"np": np, "rng": rng}))
+        scope: dict[str, Any] = {"np": np, "rng": rng}
+        # eval/exec are safe here: args_code is repository data written by maintainers, never input.
+        try:
+            args = list(eval(compile(case.args_code, f"<{task.id}/{case.name}>", "eval"), scope))
+        except SyntaxError:
+            exec(compile(case.args_code, f"<{task.id}/{case.name}>", "exec"), scope)
+            if "args" not in scope:
+                raise CodingTaskError(f"{task.id}/{case.name}: args_code sets no `args`") from None
+            args = list(scope["args"])
     else:
         args = [
             np.asarray(a, dtype=np.float64) if isinstance(a, list) else a for a in case.args or []
@@ -169,21 +217,38 @@ def _output(fn: Any, args: list[Any]) -> Any:
     return np.asarray(out, dtype=np.float64)
 
 
-def _prepare(task: CodingTask) -> tuple[PreparedCase, ...]:
-    """Run the reference (and alternatives) on every case: these are trusted repository code."""
-    functions = [_define(task, task.reference, "reference")] + [
+def _functions(task: CodingTask) -> tuple[Any, ...]:
+    """The reference and the alternatives, defined once: they are trusted repository code."""
+    return (_define(task, task.reference, "reference"),) + tuple(
         _define(task, code, f"alternative {i + 1}") for i, code in enumerate(task.alternatives)
-    ]
+    )
+
+
+def _prepare(
+    task: CodingTask, functions: tuple[Any, ...], seed: int | None
+) -> tuple[PreparedCase, ...]:
+    """Draw every case's arguments and run the reference (and alternatives) on them."""
     prepared = []
-    for case in task.cases:
-        args = _case_args(task, case)
+    for index, case in enumerate(task.cases):
+        args = _case_args(task, case, case_rng(case, index, seed))
         accepted = tuple(_output(fn, args) for fn in functions)
         if case.outputs is not None and not all(
             isinstance(a, list) and all(0 <= i < len(a) for i in case.outputs) for a in accepted
         ):
             raise CodingTaskError(f"{task.id}/{case.name}: outputs {case.outputs} out of range")
-        prepared.append(PreparedCase(case=case, args=encode(args), accepted=accepted))
+        prepared.append(
+            PreparedCase(case=case, args=encode(args), accepted=accepted, values=tuple(args))
+        )
     return tuple(prepared)
+
+
+def prepare_task(task: CodingTask) -> PreparedTask:
+    """Define the reference, and check that its cases draw and run (with their own seeds and two
+    fresh ones), so a broken generator fails at load time rather than in a candidate's grade."""
+    prepared = PreparedTask(task=task, functions=_functions(task))
+    for seed in (None, 1, 2):
+        _prepare(task, prepared.functions, seed)
+    return prepared
 
 
 @dataclass(frozen=True)
@@ -213,7 +278,7 @@ class CodingTasks:
             signature=task.signature,
             contract=task.contract,
             contract_en=task.contract_en,
-            tests=len(prepared.cases),
+            tests=len(task.cases),
         )
 
 
@@ -225,7 +290,7 @@ def load_coding_tasks(coding_dir: Path, bank: QuestionBank | None = None) -> Cod
     for path in sorted(coding_dir.glob("*.yaml")) if coding_dir.is_dir() else []:
         try:
             task = CodingTask.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-            tasks.append(PreparedTask(task=task, cases=_prepare(task)))
+            tasks.append(prepare_task(task))
         except Exception as exc:  # report every broken task together, not only the first
             problems.append(f"{path.name}: {exc}")
             continue

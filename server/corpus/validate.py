@@ -15,15 +15,29 @@ from server.corpus.schema import QuestionEntry
 QUESTIONS_DIR = Path(__file__).resolve().parents[2] / "corpus" / "questions"
 
 
-def validate_files(paths: list[Path]) -> list[str]:
+def _all_entries() -> list[QuestionEntry]:
+    entries = []
+    for path in sorted(QUESTIONS_DIR.glob("*.yaml")):
+        try:
+            entries.append(QuestionEntry.model_validate(read_entry_file(path)))
+        except (ValidationError, BankError):
+            continue  # reported for its own file
+    return entries
+
+
+def validate_files(paths: list[Path], *, phrases: bool = True) -> list[str]:
+    """Schema, hygiene and content rules per file; with `phrases`, the files' wrong-claim phrases
+    are cross-checked against every true sentence of the whole bank (`phrase_check`)."""
     known = {p.stem for p in QUESTIONS_DIR.glob("*.yaml")}
     problems: list[str] = []
+    checked: list[QuestionEntry] = []
     for path in paths:
         try:
             entry = QuestionEntry.model_validate(read_entry_file(path))
         except (ValidationError, BankError) as exc:
             problems.append(f"{path.name}: {exc}")
             continue
+        checked.append(entry)
         if entry.rubric is None:
             problems.append(f"{path.name}: no rubric")
         problems += hygiene_problems(entry)
@@ -33,6 +47,12 @@ def validate_files(paths: list[Path]) -> list[str]:
         problems += [
             f"{path.name}: unknown related id {r.id}" for r in entry.related if r.id not in known
         ]
+    if phrases and checked:
+        from server.corpus.phrase_check import phrase_problems
+
+        # The checked files stand in for the bank's copies of the same ids.
+        entries = {e.id: e for e in _all_entries()} | {e.id: e for e in checked}
+        problems += phrase_problems(list(entries.values()), only={e.id for e in checked})
     return problems
 
 

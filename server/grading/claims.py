@@ -95,16 +95,26 @@ def phrase_pattern(phrase: str, loose: bool) -> re.Pattern[str] | None:
     words = [w for w in words_in_order(norm) if w.strip()] if loose else [norm.replace(" ", "")]
     if not words:
         return None
-    gap = r"[^。！？!?\n]{0,8}?" if loose else r"\s*"
-    parts = []
-    for word in words:
+    # A loose gap stays inside one clause: "k1 可以为负，k3 恒非负" does not assert "k1 恒非负", and
+    # "比 MC 方差小、比 TD 偏差小" does not assert "MC 方差比 TD 小". Punctuation alone may stand
+    # between two words ("A<0 时，上界生效").
+    # No negation may hide in a gap either: "奖励不直接反传" does not assert "奖励直接反传".
+    gap = r"(?:[\s,，:：]{0,3}|[^。！？!?\n,，;；、:：不没非无未别勿]{0,8}?)" if loose else r"\s*"
+    # Next to a one-character word ("不", "比", "小") the gap is short: "critic 还不准时就更新"
+    # does not say "critic 不更新".
+    short_gap = r"(?:[\s,，:：]{0,3}|[^。！？!?\n,，;；、:：不没非无未别勿]{0,2}?)"
+    pattern = ""
+    for i, word in enumerate(words):
         body = r"\s*".join(re.escape(c) for c in word)
         if re.match(r"[a-z0-9]", word[0]):
             body = r"(?<![a-z0-9])" + body
         if re.match(r"[a-z0-9]", word[-1]):
             body = body + r"(?![a-z0-9]|\.\d)"  # "λ=0" is not "λ=0.95"
-        parts.append(body)
-    return re.compile(gap.join(parts))
+        if i:
+            single = len(word) == 1 or len(words[i - 1]) == 1
+            pattern += short_gap if loose and single else gap
+        pattern += body
+    return re.compile(pattern)
 
 
 def _clause_start(text: str, position: int) -> int:
@@ -153,13 +163,81 @@ def stance_at(text: str, start: int, phrase_negates_itself: bool = False) -> Sta
     return Stance.asserted
 
 
-def find_phrases(text: str, phrases: list[str] | tuple[str, ...], loose: bool) -> list[Match]:
+# Words too common to tell what a claim is about.
+_NOT_A_SUBJECT = frozenset(
+    "模型 训练 方法 问题 数据 效果 结果 东西 时候 情况 就是 只是 一样 可以 需要 会 能 "
+    "model models training method methods problem data result thing same just only".split()
+)
+
+
+@lru_cache(maxsize=16384)
+def phrase_words(phrase: str) -> tuple[str, ...]:
+    from server.retrieval.tokenize import STOPWORDS, words_in_order
+
+    return tuple(
+        w
+        for w in words_in_order(normal_form(phrase))
+        if w.strip() and w not in STOPWORDS and any(c.isalnum() for c in w)
+    )
+
+
+@lru_cache(maxsize=16384)
+def needs_subject(phrase: str) -> bool:
+    """A phrase too short to name what it is about ("提高温度", "裁剪梯度", "不需要奖励"): fewer than
+    two content words, or no Latin term and under five content characters."""
+    words = phrase_words(phrase)
+    if len(words) < 2:
+        return True
+    has_term = any(w.isascii() for w in words)
+    return not has_term and sum(len(w) for w in words) < 5
+
+
+@lru_cache(maxsize=8192)
+def subject_words(owner_texts: tuple[str, ...]) -> frozenset[str]:
+    """What a wrong claim is about: the content words of the misconception (or key point) it
+    belongs to. A short phrase fires only in a sentence that names one of them."""
+    from server.retrieval.tokenize import tokenize
+
+    words: set[str] = set()
+    for t in owner_texts:
+        words |= {w for w in tokenize(normal_form(t)) if len(w) >= 2 and w not in _NOT_A_SUBJECT}
+    return frozenset(words)
+
+
+@lru_cache(maxsize=16384)
+def _sentence_words(text: str) -> frozenset[str]:
+    from server.retrieval.tokenize import tokenize
+
+    return frozenset(tokenize(text))
+
+
+def names_subject(text: str, phrase: str, subject: frozenset[str]) -> bool:
+    """The sentence names the claim's subject outside the phrase itself."""
+    own = set(phrase_words(phrase))
+    return bool((_sentence_words(text) & subject) - own)
+
+
+def find_phrases(
+    text: str,
+    phrases: list[str] | tuple[str, ...],
+    loose: bool,
+    subject: frozenset[str] | None = None,
+) -> list[Match]:
     """Every phrase found in `text` (normal form), with the stance of its first occurrence that is
-    asserted (else of its first occurrence)."""
+    asserted (else of its first occurrence). With `subject`, a phrase that does not name its own
+    subject (`needs_subject`) counts only where the sentence names it."""
     found: list[Match] = []
     for phrase in phrases:
         pattern = phrase_pattern(phrase, loose)
         if pattern is None:
+            continue
+        if not pattern.search(text):
+            continue
+        if (
+            subject is not None
+            and needs_subject(phrase)
+            and not names_subject(text, phrase, subject)
+        ):
             continue
         negates_itself = has_negation(normal_form(phrase))
         first: Match | None = None

@@ -30,6 +30,7 @@ from server.grading.claims import (
     has_negation,
     is_question,
     phrase_pattern,
+    subject_words,
 )
 from server.grading.injection import code_has_injection, is_injection
 from server.grading.normalize import normal_form
@@ -228,6 +229,9 @@ class AnswerReader:
         self.point_words = {
             kp.id: (_content_words(kp.text), _content_words(kp.text_en)) for kp in rubric.key_points
         }
+        # What each wrong-claim phrase is about (a short phrase fires only where it is named).
+        self.subjects = {kp.id: subject_words((kp.text, kp.text_en)) for kp in rubric.key_points}
+        self.subjects |= {m.id: subject_words((m.text, m.text_en)) for m in rubric.misconceptions}
         terms = [a for kp in rubric.key_points for a in kp.aliases]
         terms += [a for m in rubric.misconceptions for a in m.aliases]
         self.list_terms = tuple(dict.fromkeys(terms))
@@ -332,7 +336,9 @@ class AnswerReader:
                     continue
                 hits = [
                     m
-                    for m in find_phrases(s.norm, p.point.contradictions, True)
+                    for m in find_phrases(
+                        s.norm, p.point.contradictions, True, self.subjects[p.point.id]
+                    )
                     if m.stance in (Stance.asserted, Stance.hedged)
                 ]
                 if hits:
@@ -342,7 +348,7 @@ class AnswerReader:
                     continue
                 if any(
                     x.stance in (Stance.asserted, Stance.hedged)
-                    for x in find_phrases(s.norm, m.aliases, True)
+                    for x in find_phrases(s.norm, m.aliases, True, self.subjects[m.id])
                 ):
                     wrong.append(WrongClaim(m.id, m.text, m.correction, s.segment.text))
         for s in sentences:

@@ -36,6 +36,21 @@ def test_every_text_has_an_english_version(bank):
         assert (e.note is None) == (e.note_en is None)
 
 
+def test_every_entry_has_an_english_reference(bank):
+    # issue #25: an English interview shows reference_answer_en in the UI, the report and the chat
+    assert [e.id for e in bank if not (e.rubric.reference_answer_en or "").strip()] == []
+
+
+def test_validator_rejects_an_entry_without_an_english_reference(tmp_path):
+    yaml = __import__("yaml")
+    data = yaml.safe_load((Settings().questions_dir / "grpo-advantage-baseline.yaml").read_text())
+    path = tmp_path / "grpo-advantage-baseline.yaml"
+    for missing in (None, "  "):
+        data["rubric"]["reference_answer_en"] = missing
+        path.write_text(yaml.safe_dump(data, allow_unicode=True))
+        assert any("reference_answer_en" in p for p in validate_files([path])), missing
+
+
 def test_related_edges_point_at_real_entries(bank):
     ids = set(bank.ids)
     edges = [(e.id, r.id) for e in bank for r in e.related]

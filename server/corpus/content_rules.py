@@ -111,5 +111,19 @@ def retired_claim_problems(entry: QuestionEntry) -> list[str]:
     return problems
 
 
+def english_reference_problems(entry: QuestionEntry) -> list[str]:
+    """Every rubric carries an English reference (issue #25): without one an English interview
+    shows the Chinese reference in the UI, the report and the chat."""
+    if entry.rubric is None or (entry.rubric.reference_answer_en or "").strip():
+        return []
+    return [
+        f"{entry.id}: rubric.reference_answer_en is missing or empty (write the English reference)"
+    ]
+
+
 def content_problems(entry: QuestionEntry) -> list[str]:
-    return k3_caveat_problems(entry) + retired_claim_problems(entry)
+    return (
+        k3_caveat_problems(entry)
+        + retired_claim_problems(entry)
+        + english_reference_problems(entry)
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import yaml
 from pydantic import ValidationError
 
 from server.corpus.bank import BankError, read_entry_file
@@ -20,7 +21,7 @@ def _all_entries() -> list[QuestionEntry]:
     for path in sorted(QUESTIONS_DIR.glob("*.yaml")):
         try:
             entries.append(QuestionEntry.model_validate(read_entry_file(path)))
-        except (ValidationError, BankError):
+        except (ValidationError, BankError, yaml.YAMLError):
             continue  # reported for its own file
     return entries
 
@@ -34,7 +35,7 @@ def validate_files(paths: list[Path], *, phrases: bool = True) -> list[str]:
     for path in paths:
         try:
             entry = QuestionEntry.model_validate(read_entry_file(path))
-        except (ValidationError, BankError) as exc:
+        except (ValidationError, BankError, yaml.YAMLError) as exc:
             problems.append(f"{path.name}: {exc}")
             continue
         checked.append(entry)

@@ -130,6 +130,16 @@ def answer(page, text: str) -> None:
     box.press("Control+Enter")  # the keyboard shortcut submits
 
 
+def end_interview(page) -> None:
+    """结束面试 asks first: the first press turns it into a confirmation, the second ends."""
+    page.locator("#end-btn").click()
+    deadline = time.time() + 30
+    while not re.search(r"再点一次|Click again", text_of(page, "#end-btn")):
+        assert time.time() < deadline, f"no confirmation: {text_of(page, '#end-btn')!r}"
+        page.wait_for_timeout(200)
+    page.locator("#end-btn").click()
+
+
 def pick(page, dropdown: str, option: str) -> None:
     """Choose `option` (its visible label starts with it) in a Gradio multiselect dropdown."""
     page.locator(f"{dropdown} input").click()
@@ -261,7 +271,7 @@ def test_code_editor_contract_and_test_results(page, server):
     wait_text(page, "#feedback", "Hidden tests passed")
     assert re.search(r"Hidden tests passed: (\d+)/\1", text_of(page, "#feedback"))
     shot(page, "code-2-tests")
-    page.locator("#end-btn").click()
+    end_interview(page)
     wait_text(page, "#report-table", "Tests")
     with api(server) as c:
         md = c.get(f"/api/sessions/{sid}/report", params={"format": "md", "lang": "en"}).text
@@ -290,7 +300,7 @@ def test_english_everywhere_and_remembered_on_reload(page, server):
     shot(page, "en-setup")
     page.locator("#start-btn").click()
     wait_text(page, "#chat", "Q1")
-    page.locator("#end-btn").click()
+    end_interview(page)
     wait_text(page, "#report-table", "Overall")
     assert "ended by you" in text_of(page, "#report-table")
     # An API error reads as a sentence that says what to do next.
@@ -386,7 +396,7 @@ def test_phone_layout_in_both_languages(phone, server):
     answer(phone, WEAK)
     wait_text(phone, "#feedback", "第 1 题 · 反馈")
     shot(phone, "phone-interview-zh")
-    phone.locator("#end-btn").click()
+    end_interview(phone)
     wait_text(phone, "#report-table", "总分")
     shot(phone, "phone-report-zh")
     phone.goto(f"{server}/ui/?lang=en")

@@ -81,6 +81,12 @@ class SparringClient:
     def hint(self, session_id: str) -> dict:
         return self._call("POST", f"/api/sessions/{session_id}/hint")
 
+    def clarify(self, session_id: str, question: str) -> dict:
+        """A question about the question: answered by the interviewer, not graded."""
+        return self._call(
+            "POST", f"/api/sessions/{session_id}/clarify", json={"question": question}
+        )
+
     def skip(self, session_id: str) -> dict:
         return self._call("POST", f"/api/sessions/{session_id}/skip")
 

@@ -14,11 +14,13 @@ from typing import Any
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import contextlib
+import time
 
 import gradio as gr
 import pandas as pd
 
 from server.corpus.markdown import bank_markdown, inline_quote, readable_math
+from server.interview.labels import question_label, test_message
 from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
 from ui.audio import prepared_recording
 from ui.texts import T, error_sentence, flag_text, lang_key, readable_time, shorten, tr
@@ -30,9 +32,12 @@ LATEX = [
     {"left": "\\[", "right": "\\]", "display": True},
 ]
 
-# Ctrl+Enter (Cmd+Enter) in the answer box or the code editor submits; Tab in the code editor
-# indents (four spaces) instead of leaving it.
-HEAD = """
+# Ctrl+Enter (Cmd+Enter) in the answer box or the code editor submits. The code editor indents
+# as Python wants: Enter keeps the line's indent (four more after a colon), Tab moves to the next
+# multiple of four. Drafts (answer box and code) are saved in the browser as they change and put
+# back after a reload.
+HEAD = r"""
+<link rel="icon" type="image/svg+xml" href="/favicon.ico">
 <style>
 /* The report table: number, score and covered count stay on one line (on a phone a squeezed
    column would otherwise stack "得分" one character per line); text columns wrap. */
@@ -45,8 +50,30 @@ HEAD = """
 #report-table summary { cursor: pointer; }
 /* The chat's trash icon would wipe the conversation without asking; the server keeps it anyway. */
 #chat .icon-button-wrapper.top-panel { display: none; }
+/* The countdown stays in view while the page scrolls (on a phone the chat is taller than it). */
+#countdown { position: sticky; top: 0; z-index: 30; background: var(--background-fill-primary);
+  padding: 2px 0; }
+/* On a phone the action buttons share rows (three, then the rest) instead of stacking. */
+@media (max-width: 640px) {
+  #action-row { flex-wrap: wrap !important; gap: 6px !important; }
+  #action-row > button { flex: 1 1 30% !important; min-width: 0 !important; padding: 6px 4px; }
+}
+.review-q { margin: 0 0 6px 0; }
+.review-q > summary { cursor: pointer; }
 </style>
 <script>
+function sparringBeforeCaret() {
+  // The code line's text before the caret (CodeMirror draws one .cm-line per line).
+  const sel = window.getSelection();
+  if (!sel || !sel.anchorNode) return null;
+  const node = sel.anchorNode.nodeType === 1 ? sel.anchorNode : sel.anchorNode.parentElement;
+  const line = node && node.closest('.cm-line');
+  if (!line) return null;
+  const range = document.createRange();
+  range.selectNodeContents(line);
+  range.setEnd(sel.anchorNode, sel.anchorOffset);
+  return range.toString();
+}
 document.addEventListener('keydown', function (e) {
   if ((e.ctrlKey || e.metaKey) && e.key === 'Enter'
       && e.target.closest('#answer-box, #code-box')) {
@@ -55,18 +82,59 @@ document.addEventListener('keydown', function (e) {
     if (b) b.click();
     return;
   }
-  if (e.key === 'Tab' && !e.shiftKey && !e.ctrlKey && !e.altKey
-      && e.target.closest('#code-box .cm-content')) {
+  if (e.ctrlKey || e.altKey || e.metaKey || e.shiftKey || !e.target.closest('#code-box .cm-content')) return;
+  if (e.key === 'Tab') {
     e.preventDefault();
     e.stopPropagation();
-    document.execCommand('insertText', false, '    ');
+    const before = sparringBeforeCaret() || '';
+    document.execCommand('insertText', false, ' '.repeat(4 - (before.length % 4)));
+  } else if (e.key === 'Enter') {
+    const before = sparringBeforeCaret();
+    if (before === null) return;
+    e.preventDefault();
+    e.stopPropagation();
+    let indent = before.match(/^ */)[0];
+    if (/:\s*$/.test(before)) indent += '    ';
+    document.execCommand('insertText', false, '\n' + indent);
   }
 }, true);
+(function () {
+  const KEY = {answer: 'sparring-draft-answer', code: 'sparring-draft-code'};
+  const answerBox = () => document.querySelector('#answer-box textarea');
+  const codeBox = () => document.querySelector('#code-box .cm-content');
+  const codeText = (el) => Array.from(el.querySelectorAll('.cm-line')).map((l) => l.textContent).join('\n');
+  let restored = false;
+  setInterval(function () {
+    const note = document.querySelector('#filter-note');
+    if (!note || !/\d/.test(note.innerText)) return;  // the page's first load has not finished
+    const a = answerBox(), c = codeBox();
+    if (!restored) {
+      restored = true;
+      const draft = localStorage.getItem(KEY.answer);
+      if (a && draft && !a.value) {
+        const set = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
+        set.call(a, draft);
+        a.dispatchEvent(new Event('input', {bubbles: true}));
+      }
+      const code = localStorage.getItem(KEY.code);
+      if (c && code && c.offsetParent !== null && !codeText(c).trim()) {
+        c.focus();
+        document.execCommand('selectAll', false);
+        document.execCommand('insertText', false, code);
+        c.blur();
+      }
+      return;
+    }
+    if (a) localStorage.setItem(KEY.answer, a.value);
+    if (c && c.offsetParent !== null) localStorage.setItem(KEY.code, codeText(c));
+  }, 1000);
+})();
 </script>
 """
 
 UI_LANGS = ["中文", "English"]
 BUTTONS = ("submit", "related", "hint", "skip", "end")
+CONFIRM_SECONDS = 10.0  # a second press of 结束面试 within this ends the interview
 # Per-area bar charts plot this column: the score, or a sliver for a 0 so that the area is seen.
 # Each bar's label carries the true score; the chart's own tooltip is off, as it would show the
 # sliver's height rather than the 0.
@@ -106,13 +174,13 @@ def language_choices(ui_lang: str) -> list[tuple[str, str]]:
 def countdown_text(deadline: str | None, ui_lang: str, ended: bool = False) -> str:
     t = tr(ui_lang)
     if ended:
-        return f"⏱ **{t['time_up']}**" if deadline else ""
+        return f"◷ **{t['time_up']}**" if deadline else ""
     if not deadline:
-        return f"⏱ {t['untimed']}"
+        return f"◷ {t['untimed']}"
     left = seconds_left(deadline)
     if left <= 0:
-        return f"⏱ **{t['time_up']}**"
-    return f"⏱ **{mm_ss(left)}** {t['left']}"
+        return f"◷ **{t['time_up']}**"
+    return f"◷ **{mm_ss(left)}** {t['left']}"
 
 
 def turn_label(turn: dict, ui_lang: str) -> str:
@@ -131,7 +199,7 @@ def chat_from_state(state: dict, ui_lang: str) -> list[dict[str, str]]:
         elif turn["kind"] == "skip":
             messages.append({"role": "user", "content": head + t["skipped"]})
         else:
-            late = f"\n\n⏰ {t['late']}" if turn["late"] else ""
+            late = f"\n\n◷ {t['late']}" if turn["late"] else ""
             messages.append({"role": "user", "content": head + turn["text"] + late})
     return messages
 
@@ -162,7 +230,8 @@ def feedback_card(result: dict, ui_lang: str) -> str:
         lines += ["", f"**{t['tests']}: {passed}/{len(tests)}**"]
         for test in tests:
             explain = test.get("explain_en") if en and test.get("explain_en") else test["explain"]
-            why = "" if test["passed"] else f" — `{shorten(test.get('message', ''), 200)}`"
+            message = test_message(test.get("message", ""), lang_key(ui_lang))
+            why = "" if test["passed"] else f" — `{shorten(message, 200)}`"
             lines.append(f"- {'✓' if test['passed'] else '✗'} {explain}{why}")
     return "\n".join(lines)
 
@@ -218,6 +287,44 @@ def report_table(report: dict, ui_lang: str) -> str:
             f" | {cell(expandable(missed, 60))} |"
         )
     return "\n".join(lines)
+
+
+def review_sections(markdown: str) -> list[tuple[str, str]]:
+    """The per-question sections of the server's Markdown report: (heading, body) each."""
+    _, _, questions = markdown.partition("\n## ")
+    parts = questions.split("\n### ")[1:]
+    out = []
+    for part in parts:
+        heading, _, body = part.partition("\n")
+        out.append((heading.strip(), body.strip()))
+    return out
+
+
+def report_review(report: dict, markdown: str, ui_lang: str) -> str:
+    """Every question's full review, one collapsible block each (closed; a tap opens it): the
+    same Markdown as the downloaded report, under a one-line summary with the score."""
+    t = tr(ui_lang)
+    sections = review_sections(markdown)
+    if not sections:
+        return ""
+    blocks = [f"### {t['review_title']}", "", t["review_hint"], ""]
+    en = lang_key(ui_lang) == "en"
+    for q, (heading, body) in zip(report["questions"], sections, strict=False):
+        _, _, text = heading.partition(". ")
+        plain = q.get("text_en") if en and q.get("text_en") else q["text"]
+        summary = f"{q['number']}. {readable_math(shorten(plain, 90))} — {q['score']:g} / 10"
+        blocks += [
+            f'<details class="review-q" id="review-q{q["number"]}">'
+            f"<summary><b>{summary}</b></summary>",
+            "",
+            f"**{text}**",
+            "",
+            body,
+            "",
+            "</details>",
+            "",
+        ]
+    return "\n".join(blocks)
 
 
 def search_results(found: dict, names: dict[str, str], ui_lang: str) -> str:
@@ -316,7 +423,8 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         )
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(md)
-        return report_table(rep, ui_lang), chart_update(chart, ui_lang), path
+        page = report_table(rep, ui_lang) + "\n\n" + report_review(rep, md, ui_lang)
+        return page, chart_update(chart, ui_lang), path
 
     def chart_update(chart: pd.DataFrame, ui_lang: str):
         t = tr(ui_lang)
@@ -338,7 +446,41 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             ),
         ]
 
-    def fixed_labels(lang: str) -> list:
+    def resumed_card(session_id: str, state: dict, lang: str) -> str:
+        """After a reload, the feedback card of the last graded answer: the question's full
+        review once it is done; while a follow-up on it is pending, its score only (the missed
+        points would give the follow-up away)."""
+        t = tr(lang)
+        graded = [
+            x for x in state["turns"] if x["role"] == "candidate" and x.get("score") is not None
+        ]
+        if not graded or graded[-1].get("question_number") is None:
+            return ""
+        number = graded[-1]["question_number"]
+        head = f"#### {question_label(number)[lang_key(lang)]} · {t['feedback']}\n\n"
+        with contextlib.suppress(ApiError):
+            rep = call(lambda c: c.report(session_id))
+            md = call(lambda c: c.report_markdown(session_id, lang_key(lang)))
+            numbers = [q["number"] for q in rep["questions"]]
+            sections = review_sections(md)
+            if number in numbers and len(sections) == len(numbers):
+                return head + sections[numbers.index(number)][1]
+        return head + f"**{t['score']}: {graded[-1]['score']:g} / 10**"
+
+    def reference_view(session_id: str, result: dict, lang: str) -> str:
+        """The reference answer of the question just graded, in the interface language: the
+        bank's English one in English (the Chinese one, said so, where the bank has none yet)."""
+        zh = result["grade"]["reference_answer"]
+        if lang_key(lang) != "en":
+            return bank_markdown(zh)
+        with contextlib.suppress(ApiError):
+            rep = call(lambda c: c.report(session_id))
+            for q in rep["questions"]:
+                if q["number"] == result.get("question_number") and q.get("reference_answer_en"):
+                    return bank_markdown(q["reference_answer_en"])
+        return f"*{tr(lang)['ref_zh_only']}*\n\n{bank_markdown(zh)}"
+
+    def fixed_labels(lang: str, follow: bool = False) -> list:
         """Captions of the widgets no handler other than a language change redraws (the order of
         `labelled` below): applied on load too, so a page opened with ?lang= is in one language
         from its first paint, not only once the language change has run."""
@@ -354,7 +496,12 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             gr.update(label=t["difficulty"]),
             gr.update(label=t["duration"]),
             gr.update(label=t["questions"]),
-            gr.update(label=t["language"], choices=language_choices(lang)),
+            # The interviewer speaks the interface language unless the candidate chose otherwise.
+            gr.update(
+                label=t["language"],
+                choices=language_choices(lang),
+                **({"value": lang_key(lang)} if follow else {}),
+            ),
             gr.update(value=t["start"]),
             gr.update(label=t["reference"]),
             gr.update(value=t["refresh"]),
@@ -364,6 +511,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             t["trend_title"],
             gr.update(label=t["voice"]),
             t["voice_send"],
+            gr.update(value=t["clarify"]),
         ]
 
     def question_views(state: dict | None, ui_lang: str):
@@ -385,6 +533,8 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         deadline = gr.State(None)
         ended = gr.State(False)
         short = gr.State(None)  # ?duration_seconds=N
+        lang_touched = gr.State(False)  # the candidate picked the interviewer language
+        end_armed = gr.State(0.0)  # when 结束面试 was pressed once (a second press confirms)
         title = gr.Markdown(T["zh"]["title"])
         ui_lang = gr.Radio(UI_LANGS, value="中文", label="界面 / Interface", elem_id="ui-lang")
         error = gr.Markdown(elem_id="error-box")
@@ -447,7 +597,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                         scale=4,
                     )
                     voice_btn = gr.Button(T["zh"]["voice_send"], elem_id="voice-btn", scale=1)
-                with gr.Row():
+                with gr.Row(elem_id="action-row"):
                     submit_btn = gr.Button(
                         T["zh"]["submit"], variant="primary", elem_id="submit-btn"
                     )
@@ -455,11 +605,14 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                     hint_btn = gr.Button(T["zh"]["hint"], elem_id="hint-btn")
                     skip_btn = gr.Button(T["zh"]["skip"], elem_id="skip-btn")
                     end_btn = gr.Button(T["zh"]["end"], variant="stop", elem_id="end-btn")
+                clarify_btn = gr.Button(T["zh"]["clarify"], size="sm", elem_id="clarify-btn")
                 feedback = gr.Markdown(latex_delimiters=LATEX, elem_id="feedback")
                 with gr.Accordion(T["zh"]["reference"], open=True, elem_id="ref-box") as ref_box:
                     reference = gr.Markdown(latex_delimiters=LATEX, elem_id="reference")
             with gr.Tab(T["zh"]["report"], id="report", elem_id="tab-report") as tab_report:
-                report_md = gr.Markdown(latex_delimiters=LATEX, elem_id="report-table")
+                report_md = gr.Markdown(
+                    T["zh"]["report_empty"], latex_delimiters=LATEX, elem_id="report-table"
+                )
                 topic_chart = gr.BarPlot(
                     x=T["zh"]["axis_topic"],
                     y=BAR,
@@ -525,12 +678,13 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 note,
                 gr.update(label=t["grader"],
                           choices=grader_choices(lang, bool(info.get("llm_configured")))),
-                *fixed_labels(lang),
+                *fixed_labels(lang, follow=True),
             ]  # fmt: skip
             download_label = gr.update(label=t["download"])
             session_id = params.get("session") or (saved or {}).get("sid")
-            nothing = (None, None, False, [], "", gr.update(), "", gr.update(), download_label,
-                       gr.update(visible=False), *buttons(True, False, lang=lang))  # fmt: skip
+            nothing = (None, None, False, [], "", gr.update(), t["report_empty"], gr.update(),
+                       download_label,
+                       gr.update(visible=False), *buttons(True, False, lang=lang), "")  # fmt: skip
             if not session_id:
                 return (*head, *nothing)
             try:
@@ -544,11 +698,12 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                         countdown_text(state["deadline"], lang, ended=True),
                         gr.Tabs(selected="report"), table, chart,
                         gr.update(value=path, label=t["download"]), contract_u,
-                        *buttons(False, False, lang=lang))  # fmt: skip
+                        *buttons(False, False, lang=lang), "")  # fmt: skip
             return (*head, session_id, state["deadline"], False, chat_from_state(state, lang),
-                    countdown_text(state["deadline"], lang), gr.Tabs(selected="interview"), "",
-                    gr.update(), download_label, contract_u,
-                    *buttons(True, coding, lang=lang))  # fmt: skip
+                    countdown_text(state["deadline"], lang), gr.Tabs(selected="interview"),
+                    t["report_running"], gr.update(), download_label, contract_u,
+                    *buttons(True, coding, lang=lang),
+                    resumed_card(session_id, state, lang))  # fmt: skip
 
         def on_start(mode_v, companies_v, topics_v, diff_v, duration_v, n_v, language_v,
                      grader_v, lang, short_v):  # fmt: skip
@@ -573,7 +728,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                     opts = options(companies_v)
                     available = filter_note(opts, companies_v, topics_v, lang) + " "
                 msg = error_sentence(exc.code, exc.status, exc.message, lang, available)
-                return (f"⚠️ {msg}", *[gr.update()] * 18)
+                return (f"⚠️ {msg}", *[gr.update()] * 19)
             contract_u, coding = question_views(state, lang)
             return (
                 "",
@@ -588,7 +743,8 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 "",  # its reference answer
                 contract_u,
                 gr.update(label=tr(lang)["reference"]),
-                *buttons(True, coding, clear=True),  # and its draft
+                *buttons(True, coding, clear=True, lang=lang),  # and its draft
+                tr(lang)["report_running"],
             )
 
         def after_action(session_id: str, result: dict | None, lang: str):
@@ -601,7 +757,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 card = feedback_card(result, lang)
                 label = (result.get("labels") or {}).get(lang_key(lang), "")
                 if result["grade"].get("reference_answer"):
-                    ref = bank_markdown(result["grade"]["reference_answer"])
+                    ref = reference_view(session_id, result, lang)
                     ref_label = gr.update(label=t["reference_for"].format(label=label))
                 else:
                     ref, ref_label = t["reference_wait"], gr.update(label=t["reference"])
@@ -610,16 +766,30 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 return ("", chat_from_state(state, lang), card, ref, ref_label, True,
                         countdown_text(state["deadline"], lang, ended=True),
                         gr.Tabs(selected="report"), table, chart, path, contract_u,
-                        *buttons(False, False, clear=True))  # fmt: skip
+                        *buttons(False, False, clear=True, lang=lang))  # fmt: skip
             return ("", chat_from_state(state, lang), card, ref, ref_label, False, gr.update(),
                     gr.update(), gr.update(), gr.update(), gr.update(), contract_u,
-                    *buttons(True, coding, clear=True))  # fmt: skip
+                    *buttons(True, coding, clear=True, lang=lang))  # fmt: skip
+
+        def moved_on(session_id: str, chat_v: list | None) -> bool:
+            """True when the server holds turns this page never showed (another tab answered):
+            acting now would answer a question or probe the candidate has not seen."""
+            if chat_v is None:
+                return False
+            try:
+                state = call(lambda c: c.state(session_id))
+            except ApiError:
+                return False
+            return state["status"] == "active" and len(state["turns"]) != len(chat_v)
 
         def act(kind: str):
-            def handler(session_id, text, code_v, lang):
+            def handler(session_id, text, code_v, chat_v, lang):
                 t = tr(lang)
                 if not session_id:
                     return (f"⚠️ {t['no_session']}", *[gr.update()] * 18)
+                if kind != "end" and moved_on(session_id, chat_v):
+                    out = after_action(session_id, None, lang)
+                    return (f"⚠️ {t['stale']}", *out[1:-2], gr.update(), gr.update())
                 try:
                     if kind == "answer":
                         body = (text or "").strip()
@@ -714,10 +884,20 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 if s.get("end_reason"):
                     status += f" ({t.get('reason_' + s['end_reason'], s['end_reason'])})"
                 avg = "—" if s["average"] is None else s["average"]
-                link = f"[{t['open_report']}](?session={s['id']}&lang={lang_key(lang)})"
+                count = s["questions"]
+                running = s["status"] == "active"
+                if running:
+                    # Questions still open are not scored yet: say so rather than "0, —"; the link
+                    # reopens the interview, where it continues or 结束面试 closes it.
+                    count = f"{count}+" if count else "…"
+                    avg = t["status_active"] if s["average"] is None else f"{avg}…"
+                link = (
+                    f"[{t['resume'] if running else t['open_report']}]"
+                    f"(?session={s['id']}&lang={lang_key(lang)})"
+                )
                 rows.append(
                     f"| {readable_time(s['created_at'])} | {cell(shorten(title, 50))} "
-                    f"| {t.get('mode_' + s['mode'], s['mode'])} | {status} | {s['questions']} "
+                    f"| {t.get('mode_' + s['mode'], s['mode'])} | {status} | {count} "
                     f"| {avg} | {link} |"
                 )
             queue = [
@@ -742,7 +922,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             mastery_u = bars_update(mastery, t["axis_topic"], t["axis_mastery"])
             return "", mastery_u, trend_u, "\n".join(rows), "\n".join(queue)
 
-        def on_lang(lang, companies_v, topics_v, session_id, ended_v, deadline_v):
+        def on_lang(lang, companies_v, topics_v, session_id, ended_v, deadline_v, touched):
             t = tr(lang)
             info = safe_info()
             opts = options(companies_v)
@@ -752,7 +932,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                     chat_u = chat_from_state(call(lambda c: c.state(session_id)), lang)
             return (
                 lang,
-                *fixed_labels(lang),
+                *fixed_labels(lang, follow=not touched),
                 gr.update(label=t["companies"]),
                 gr.update(label=t["topics"], choices=topic_choices(opts, lang)),
                 filter_note(opts, companies_v, topics_v, lang),
@@ -774,26 +954,66 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         # in the order of fixed_labels()
         labelled = [title, tab_setup, tab_iv, tab_report, tab_history, tab_bank, mode, difficulty,
                     duration, num_questions, language, start_btn, ref_box, refresh_btn, query,
-                    search_btn, mastery_title, trend_title, voice, voice_btn]  # fmt: skip
+                    search_btn, mastery_title, trend_title, voice, voice_btn,
+                    clarify_btn]  # fmt: skip
         demo.load(
             on_load,
             inputs=[store, lang_store],
             outputs=[ui_lang, short, companies, topics, filters_md, llm_note, grader, *labelled,
                      sid, deadline, ended, chat, clock, tabs, report_md, topic_chart, download,
-                     contract, *widgets],
+                     contract, *widgets, feedback],
         )  # fmt: skip
         start_btn.click(
             on_start,
             inputs=[mode, companies, topics, difficulty, duration, num_questions, language,
                     grader, ui_lang, short],
             outputs=[error, sid, deadline, ended, store, chat, clock, tabs, feedback, reference,
-                     contract, ref_box, *widgets],
+                     contract, ref_box, *widgets, report_md],
         )  # fmt: skip
         action_outputs = [error, chat, feedback, reference, ref_box, ended, clock, tabs,
                           report_md, topic_chart, download, contract, *widgets]  # fmt: skip
         for btn, kind in ((submit_btn, "answer"), (skip_btn, "skip"), (hint_btn, "hint"),
-                          (related_btn, "related"), (end_btn, "end")):  # fmt: skip
-            btn.click(act(kind), inputs=[sid, answer, code, ui_lang], outputs=action_outputs)
+                          (related_btn, "related")):  # fmt: skip
+            btn.click(act(kind), inputs=[sid, answer, code, chat, ui_lang], outputs=action_outputs)
+
+        end_now = act("end")
+
+        def on_end(session_id, armed, text, code_v, chat_v, lang):
+            """结束面试 asks first: the first press turns the button into a confirmation, a second
+            press within CONFIRM_SECONDS ends the interview."""
+            t = tr(lang)
+            if session_id and time.time() - (armed or 0.0) > CONFIRM_SECONDS:
+                keep = [gr.update()] * 18
+                keep[15] = gr.update(value=t["end_confirm"])  # the end button (widgets[4])
+                return ("", *keep, time.time())
+            return (*end_now(session_id, text, code_v, chat_v, lang), 0.0)
+
+        end_btn.click(
+            on_end,
+            inputs=[sid, end_armed, answer, code, chat, ui_lang],
+            outputs=[*action_outputs, end_armed],
+        )
+
+        def on_clarify(session_id, text, lang):
+            """A question about the question (scope, notation): answered, not graded."""
+            t = tr(lang)
+            if not session_id:
+                return f"⚠️ {t['no_session']}", gr.update(), gr.update()
+            question = (text or "").strip()
+            if not question:
+                return f"⚠️ {t['ask_first']}", gr.update(), gr.update()
+            try:
+                call(lambda c: c.clarify(session_id, question))
+                state = call(lambda c: c.state(session_id))
+            except ApiError as exc:
+                return (
+                    f"⚠️ {error_sentence(exc.code, exc.status, exc.message, lang)}",
+                    gr.update(),
+                    gr.update(),
+                )
+            return "", chat_from_state(state, lang), gr.update(value="")
+
+        clarify_btn.click(on_clarify, inputs=[sid, answer, ui_lang], outputs=[error, chat, answer])
         timer.tick(
             on_tick,
             inputs=[sid, deadline, ended, ui_lang],
@@ -871,12 +1091,14 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         companies.change(
             on_filters, inputs=[companies, topics, ui_lang], outputs=[topics, filters_md]
         )
+        # .input fires on the candidate's own choice only, not when the interface language sets it
+        language.input(lambda: True, outputs=[lang_touched])
         history_outputs = [error, mastery_chart, trend_chart, sessions_md, queue_md]
         refresh_btn.click(on_refresh, inputs=[ui_lang], outputs=history_outputs)
         tab_history.select(on_refresh, inputs=[ui_lang], outputs=history_outputs)
         ui_lang.change(
             on_lang,
-            inputs=[ui_lang, companies, topics, sid, ended, deadline],
+            inputs=[ui_lang, companies, topics, sid, ended, deadline, lang_touched],
             outputs=[lang_store, *labelled, companies, topics, filters_md, grader, llm_note,
                      answer, code, submit_btn, related_btn, hint_btn, skip_btn, end_btn, download,
                      chat, clock],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from server.interview.labels import flag_word
+
 T: dict[str, dict[str, str]] = {
     "zh": {
         "title": "# Sparring · RL / 后训练模拟面试",
@@ -25,9 +27,19 @@ T: dict[str, dict[str, str]] = {
         "contract": "要实现的函数",
         "submit": "提交回答",
         "related": "换个相关问题",
-        "hint": "提示（本题得分上限 −2.5）",
+        "hint": "提示（每用一次，本题满分降 2.5）",
         "skip": "跳过",
         "end": "结束面试",
+        "end_confirm": "确认结束？再点一次",
+        "clarify": "问面试官（不计分）",
+        "ask_first": "请先在回答框里写下你想问面试官的问题（比如题目的范围或符号），再点“问面试官”。",
+        "stale": "这场面试在另一个标签页里已经往下走了（你看到的不是最新的问题）。已刷新为最新进度，你的草稿还在，请看过最新问题后再提交。",
+        "review_title": "逐题复盘",
+        "review_hint": "点开每道题，查看每个要点的 ✓/✗ 和依据、错误说法及更正、隐藏测试、问过的追问和参考答案。",
+        "report_empty": "还没有报告：在“设置”页开始一场面试，结束后这里会显示总分、各领域得分和逐题复盘。",
+        "report_running": "面试进行中：结束后这里会显示报告（在“面试”页点“结束面试”可提前结束）。",
+        "ref_zh_only": "（这道题还没有英文参考答案，下面是中文版。）",
+        "resume": "继续或结束",
         "reference": "参考答案",
         "reference_for": "参考答案 · {label}",
         "reference_wait": "参考答案会在本题（含追问）结束后显示。",
@@ -96,14 +108,6 @@ T: dict[str, dict[str, str]] = {
         "filter_missing": "{companies} 没有问过：{missing}。可选的主题有：{available}。",
         "skipped": "（跳过）",
         "late": "（超时提交）",
-        "flag_late": "超时",
-        "flag_hint_used": "用了提示",
-        "flag_skipped": "跳过",
-        "flag_off_topic": "离题",
-        "flag_no_code": "没有代码",
-        "flag_code_error": "代码出错",
-        "flag_injection": "含指令注入",
-        "flag_unanswered": "未作答",
         "bank": "题库",
         "search": "搜索题库（中文或英文）",
         "search_btn": "搜索",
@@ -111,13 +115,6 @@ T: dict[str, dict[str, str]] = {
         "match_none": "题库里没有相近的题——最接近的主题：{topics}",
         "match_weak": "只找到部分相关的题：",
         "no_results": "没有结果。",
-        "flag_hedged": "含糊其辞",
-        "flag_denied": "否定了要点",
-        "flag_keyword_list": "只列关键词",
-        "flag_repetition": "重复堆砌",
-        "flag_code_not_run": "代码没有运行",
-        "flag_signature_mismatch": "函数签名不符",
-        "flag_llm_answer_cut": "回答被截断后评分",
     },
     "en": {
         "title": "# Sparring · RL / post-training mock interviews",
@@ -139,9 +136,26 @@ T: dict[str, dict[str, str]] = {
         "contract": "Function to write",
         "submit": "Submit answer",
         "related": "Related question",
-        "hint": "Hint (caps this question at −2.5)",
+        "hint": "Hint (each lowers this question's max by 2.5)",
         "skip": "Skip",
         "end": "End interview",
+        "end_confirm": "Really end? Click again",
+        "clarify": "Ask the interviewer (not graded)",
+        "ask_first": "Type your question for the interviewer in the answer box first (scope, "
+        "notation), then press “Ask the interviewer”.",
+        "stale": "This interview moved on in another tab (what you saw was not the latest "
+        "question). The page now shows the latest state; your draft is kept — read the new "
+        "question, then submit.",
+        "review_title": "Question by question",
+        "review_hint": "Open a question to see each point ✓/✗ with its evidence, wrong claims "
+        "with corrections, hidden tests, the follow-ups asked and the reference answer.",
+        "report_empty": "No report yet: start an interview on Setup; when it ends, its overall "
+        "score, per-area scores and a question-by-question review show here.",
+        "report_running": "An interview is running: its report shows here once it ends (End "
+        "interview on the Interview tab ends it now).",
+        "ref_zh_only": "(This question has no English reference answer yet; the Chinese one "
+        "follows.)",
+        "resume": "Resume or end",
         "reference": "Reference answer",
         "reference_for": "Reference answer · {label}",
         "reference_wait": "The reference answer shows once this question and its follow-ups are done.",
@@ -210,14 +224,6 @@ T: dict[str, dict[str, str]] = {
         "filter_missing": "{companies} never asked about: {missing}. Topics you can pick: {available}.",
         "skipped": "(skipped)",
         "late": "(sent after time was up)",
-        "flag_late": "late",
-        "flag_hint_used": "hint used",
-        "flag_skipped": "skipped",
-        "flag_off_topic": "off topic",
-        "flag_no_code": "no code",
-        "flag_code_error": "code error",
-        "flag_injection": "instructions in the answer",
-        "flag_unanswered": "not answered",
         "bank": "Bank",
         "search": "Search the bank (Chinese or English)",
         "search_btn": "Search",
@@ -225,13 +231,6 @@ T: dict[str, dict[str, str]] = {
         "match_none": "No close match in the bank — nearest topics: {topics}",
         "match_weak": "Only loosely related questions:",
         "no_results": "No results.",
-        "flag_hedged": "hedged",
-        "flag_denied": "denied a point",
-        "flag_keyword_list": "bare keyword list",
-        "flag_repetition": "repetition",
-        "flag_code_not_run": "code not run",
-        "flag_signature_mismatch": "signature does not match",
-        "flag_llm_answer_cut": "answer cut before grading",
     },
 }
 
@@ -318,7 +317,8 @@ def readable_time(iso: str | None) -> str:
 
 
 def flag_text(flag: str, ui_lang: str) -> str:
-    return tr(ui_lang).get(f"flag_{flag}", flag)
+    """A grade flag as words (the server's table, so the card, report and chat agree)."""
+    return flag_word(flag, lang_key(ui_lang))
 
 
 def shorten(text: str, limit: int) -> str:

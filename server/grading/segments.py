@@ -8,7 +8,11 @@ from dataclasses import dataclass
 
 from server.grading.code_extract import code_spans
 
-_BOUNDARY = re.compile(r"[。！？!?；;\n]+|(?<=[a-zA-Z)\]])\.(?=\s)")
+# A full stop after a title or a Latin abbreviation ("Dr. Smith", "e.g. GAE", "et al. show")
+# does not end the sentence.
+_ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "vs", "e.g", "i.e", "al", "Fig", "Eq")
+_NOT_AFTER = "".join(rf"(?<!\b{re.escape(a)})" for a in _ABBREVIATIONS)
+_BOUNDARY = re.compile(rf"[。！？!?；;\n]+|(?<=[a-zA-Z)\]]){_NOT_AFTER}\.(?=\s)")
 
 
 @dataclass(frozen=True)

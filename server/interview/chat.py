@@ -242,7 +242,10 @@ class ChatInterview:
                 else f"，限时 {request.duration_minutes} 分钟"
             )
         if request.topics:
-            intro += (" · topics: " if lang == "en" else " · 方向：") + ", ".join(request.topics)
+            names = self.engine.phrasing.topic_names
+            intro += (" · topics: " if lang == "en" else " · 方向：") + ", ".join(
+                names.topic(t, lang) for t in request.topics
+            )
         if request.companies:
             intro += (" · companies: " if lang == "en" else " · 公司：") + ", ".join(
                 request.companies
@@ -378,7 +381,7 @@ class ChatInterview:
         return step.prompt
 
     def _ended_text(self, session: InterviewSession) -> str:
-        report = build_report(self.bank, session)
+        report = build_report(self.bank, session, self.engine.phrasing.topic_names)
         en = session.language == "en"
         last = session.turns[-1].text if session.turns and session.turns[-1].kind == "end" else ""
         lines = [last] if last else []

@@ -15,6 +15,7 @@ import unicodedata
 
 import server.offline  # noqa: F401  (LITELLM_LOCAL_MODEL_COST_MAP before litellm loads)
 from server.config import Settings
+from server.corpus.topic_names import TopicNames
 from server.interview.phrasing import (
     ClarifyContext,
     Line,
@@ -97,8 +98,8 @@ def clean_line(text: str) -> str:
 
 
 class LlmInterviewer(Phrasing):
-    def __init__(self, settings: Settings) -> None:
-        super().__init__(settings.prompts_dir)
+    def __init__(self, settings: Settings, topic_names: TopicNames | None = None) -> None:
+        super().__init__(settings.prompts_dir, topic_names)
         self._settings = settings
         self._io = DeadlineLoop()
         self.name = f"llm:{settings.llm_model}"
@@ -135,11 +136,8 @@ class LlmInterviewer(Phrasing):
         if line.phrasing.by != "llm":
             return line
         # The question itself is always shown verbatim, after the model's bridging sentence.
-        label = (
-            f"({ctx.values.get('topic')})"
-            if ctx.language == "en"
-            else f"（{ctx.values.get('topic')}）"
-        )
+        topic = self.topic_name(ctx.values.get("topic", ""), ctx.language)
+        label = f"({topic})" if ctx.language == "en" else f"（{topic}）"
         return Line(text=f"{line.text}\n{label} {next_question}", phrasing=line.phrasing)
 
     def clarify(self, ctx: ClarifyContext) -> Line:

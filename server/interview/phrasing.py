@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from server.corpus.schema import QuestionEntry
+from server.corpus.topic_names import TopicNames
 
 
 @lru_cache(maxsize=4)
@@ -125,12 +126,19 @@ def unasked_part(text: str, previous: str, overlap: float = 0.6) -> str:
 
 
 class Phrasing:
-    def __init__(self, prompts_dir: Path) -> None:
+    def __init__(self, prompts_dir: Path, topic_names: TopicNames | None = None) -> None:
         self._path = prompts_dir / "interviewer.yaml"
+        # The bank names topics in Chinese; an English line names them in English.
+        self.topic_names = topic_names or TopicNames(areas={}, topics={})
+
+    def topic_name(self, topic: object, language: str) -> str:
+        return self.topic_names.topic(str(topic), language)
 
     def say(self, language: str, key: str, **values: object) -> str:
         table = _templates(self._path)
         template = table.get(language, table["zh"])[key]
+        if "topic" in values:
+            values = {**values, "topic": self.topic_name(values["topic"], language)}
         if key in QUESTION_KEYS and "text" in values:
             values = {**values, "text": asked_once(str(values["text"]))}
         return Template(template).safe_substitute({k: str(v) for k, v in values.items()})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from server.corpus.bank import QuestionBank
 from server.corpus.markdown import bank_markdown, inline_quote, readable_math
 from server.corpus.topic_names import TopicNames
+from server.interview.labels import flag_word, test_message
 from server.interview.progress import scored_questions
 from server.interview.schemas import Mode, Report, ReportQuestion
 from server.storage.models import InterviewSession, aware
@@ -34,6 +35,7 @@ def build_report(
             if p.get("covered")
         ]
         asked_probes = set(q.probes or [])
+        wrong_en = {m.id: m.text_en for m in entry.rubric.misconceptions}
         missed = [
             {
                 "id": kp.id,
@@ -64,8 +66,17 @@ def build_report(
                 grader=q.grader,
                 covered=covered,
                 missed=missed,
-                misconceptions=result.get("misconceptions", []),
+                misconceptions=[
+                    {**m, "text_en": wrong_en.get(str(m.get("id")), "")}
+                    for m in result.get("misconceptions", [])
+                ],
                 reference_answer=entry.rubric.reference_answer,
+                reference_answer_en=entry.rubric.reference_answer_en or None,
+                probes_asked=[
+                    {"id": pid, "probe": probes[pid], "probe_en": english[pid][1]}
+                    for pid in q.probes or []
+                    if pid in probes
+                ],
                 text_en=entry.text_en,
                 topic_en=names.topic(entry.topic, "en") if names else entry.topic,
                 tests=result.get("tests", []),
@@ -113,6 +124,9 @@ MD = {
         "flags": " · 标记：",
         "tests": "**隐藏测试：{passed}/{total} 通过**",
         "reference": "参考答案",
+        "reference_en_missing": "",
+        "probes_asked": "**追问过：**",
+        "wrong": "错误说法",
         "asked": "已追问：",
         "review": "复习时想想：",
     },
@@ -137,10 +151,92 @@ MD = {
         "flags": " · flags: ",
         "tests": "**Hidden tests: {passed}/{total} passed**",
         "reference": "Reference answer",
+        "reference_en_missing": "*This question has no English reference yet; the Chinese one "
+        "follows.*",
+        "probes_asked": "**Follow-ups asked:**",
+        "wrong": "wrong claim",
         "asked": "asked as a follow-up: ",
         "review": "to think about: ",
     },
 }
+
+
+def reference_for(q: ReportQuestion, language: str) -> tuple[str, bool]:
+    """The reference answer to show in `language`, and whether it is a stand-in (an English
+    report showing the Chinese reference because the bank has no English one yet)."""
+    if language == "en":
+        if q.reference_answer_en:
+            return q.reference_answer_en, False
+        return q.reference_answer, True
+    return q.reference_answer, False
+
+
+def question_markdown(q: ReportQuestion, language: str = "en") -> tuple[str, list[str]]:
+    """One question's review as Markdown: its heading line and its body (meta, ✓/✗ per point with
+    evidence, wrong claims with corrections, hidden tests, follow-ups asked, reference answer).
+    The downloaded report and the Report tab both show exactly this."""
+    lang = "zh" if language == "zh" else "en"
+    en = lang == "en"
+    w = MD[lang]
+    used = f"{q.time_used_seconds:.0f}s" if q.time_used_seconds is not None else "—"
+    text = q.text_en if en and q.text_en else q.text
+    heading = f"{q.number}. {readable_math(text)}"
+    flags = [flag_word(f, lang) for f in q.flags]
+    lines = [
+        w["meta"].format(
+            score=q.score,
+            grader=q.grader or "—",
+            qstatus=w["qstatus"].get(q.status, flag_word(q.status, lang)),
+            used=used,
+            probes=q.probes,
+            hints=q.hints,
+        )
+        + (w["flags"] + ", ".join(flags) if flags else ""),
+        "",
+    ]
+    lines += [
+        f"- ✓ {readable_math(c.get('text_en') if en and c.get('text_en') else c['text'])}"
+        # a quote holding code becomes one code span: it cannot break the list
+        + (f" — “{inline_quote(c['evidence'])}”" if c.get("evidence") else "")
+        for c in q.covered
+    ]
+    lines += [
+        f"- ✗ {readable_math(m.get('text_en') if en and m.get('text_en') else m['text'])}"
+        f" — {w['asked'] if m.get('asked') else w['review']}"
+        f"{readable_math(m.get('probe_en') if en and m.get('probe_en') else m['probe'])}"
+        for m in q.missed
+    ]
+    for m in q.misconceptions:
+        said = f"“{inline_quote(str(m['evidence']), 160)}” — " if m.get("evidence") else ""
+        wrong = m.get("text_en") if en and m.get("text_en") else m.get("text")
+        # The bank's corrections are Chinese only (no correction_en yet).
+        lines.append(
+            f"- ⚠ {said}{readable_math(str(wrong))} → {readable_math(str(m.get('correction')))}"
+        )
+    if q.tests:
+        passed = sum(bool(t.get("passed")) for t in q.tests)
+        lines += ["", w["tests"].format(passed=passed, total=len(q.tests)), ""]
+        for t in q.tests:
+            explain = t.get("explain_en") if en and t.get("explain_en") else t.get("explain", "")
+            why = "" if t.get("passed") else f" — `{test_message(str(t.get('message', '')), lang)}`"
+            lines.append(f"- {'✓' if t.get('passed') else '✗'} {explain}{why}")
+    if q.probes_asked:
+        lines += ["", w["probes_asked"], ""]
+        lines += [
+            f"{i}. {readable_math(p.get('probe_en') if en and p.get('probe_en') else p['probe'])}"
+            for i, p in enumerate(q.probes_asked, start=1)
+        ]
+    reference, stand_in = reference_for(q, lang)
+    lines += [
+        "",
+        f"<details><summary>{w['reference']}</summary>",
+        "",
+        *([w["reference_en_missing"], ""] if stand_in else []),
+        bank_markdown(reference),
+        "",
+        "</details>",
+    ]
+    return heading, lines
 
 
 def report_markdown(report: Report, names: TopicNames | None = None, language: str = "en") -> str:
@@ -168,52 +264,6 @@ def report_markdown(report: Report, names: TopicNames | None = None, language: s
         w["questions"],
     ]
     for q in report.questions:
-        used = f"{q.time_used_seconds:.0f}s" if q.time_used_seconds is not None else "—"
-        text = q.text_en if lang == "en" and q.text_en else q.text
-        lines += [
-            "",
-            f"### {q.number}. {readable_math(text)}",
-            "",
-            w["meta"].format(
-                score=q.score,
-                grader=q.grader or "—",
-                qstatus=w["qstatus"].get(q.status, q.status),
-                used=used,
-                probes=q.probes,
-                hints=q.hints,
-            )
-            + (w["flags"] + ", ".join(q.flags) if q.flags else ""),
-            "",
-        ]
-        en = lang == "en"
-        lines += [
-            f"- ✓ {readable_math(c.get('text_en') if en and c.get('text_en') else c['text'])}"
-            # a quote holding code becomes one code span: it cannot break the list
-            + (f" — “{inline_quote(c['evidence'])}”" if c.get("evidence") else "")
-            for c in q.covered
-        ]
-        lines += [
-            f"- ✗ {readable_math(m.get('text_en') if en and m.get('text_en') else m['text'])}"
-            f" — {w['asked'] if m.get('asked') else w['review']}"
-            f"{readable_math(m.get('probe_en') if en and m.get('probe_en') else m['probe'])}"
-            for m in q.missed
-        ]
-        for m in q.misconceptions:
-            lines.append(
-                f"- ⚠ {readable_math(str(m.get('text')))} → {readable_math(str(m.get('correction')))}"
-            )
-        if q.tests:
-            passed = sum(bool(t.get("passed")) for t in q.tests)
-            lines += ["", w["tests"].format(passed=passed, total=len(q.tests)), ""]
-            for t in q.tests:
-                why = "" if t.get("passed") else f" — `{t.get('message', '')}`"
-                lines.append(f"- {'✓' if t.get('passed') else '✗'} {t.get('explain', '')}{why}")
-        lines += [
-            "",
-            f"<details><summary>{w['reference']}</summary>",
-            "",
-            bank_markdown(q.reference_answer),
-            "",
-            "</details>",
-        ]
+        heading, body = question_markdown(q, lang)
+        lines += ["", f"### {heading}", "", *body]
     return "\n".join(lines) + "\n"

@@ -127,8 +127,11 @@ class ReportQuestion(BaseModel):
     missed: list[dict[str, Any]]
     misconceptions: list[dict[str, Any]]
     reference_answer: str
+    reference_answer_en: str | None = None  # the bank's English reference, where it has one
     text_en: str = ""
     topic_en: str = ""
+    # The follow-up questions the interviewer asked on this question, in order (zh and en).
+    probes_asked: list[dict[str, str]] = Field(default_factory=list)
     tests: list[dict[str, Any]] = Field(default_factory=list)  # hidden tests run on the code
     time_used_seconds: float | None
     hints: int

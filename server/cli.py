@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -40,6 +41,11 @@ def _services(settings: Settings | None = None):
 
 
 def _ingest_with_progress(svc) -> None:
+    if not console.is_terminal:
+        # Output going to a file or a service manager's journal: a progress bar would show
+        # nothing until the end, so plain lines (about every 10%) say how far embedding is.
+        _ingest_with_lines(svc)
+        return
     with Progress(
         TextColumn("[bold]Embedding questions[/bold]"),
         BarColumn(),
@@ -53,6 +59,28 @@ def _ingest_with_progress(svc) -> None:
             progress.update(task, completed=done, total=total)
 
         report = svc.ingest(update)
+    console.print(
+        f"Index ready ({svc.embedder.name}): {report.embedded} embedded, "
+        f"{report.unchanged} unchanged, {report.deleted} deleted."
+    )
+
+
+def _ingest_with_lines(svc) -> None:
+    import time
+
+    started = time.monotonic()
+    said = {"step": -1}
+
+    def update(done: int, total: int) -> None:
+        if total == 0:
+            return
+        step = done * 10 // total
+        if step > said["step"]:
+            said["step"] = step
+            elapsed = time.monotonic() - started
+            console.print(f"Embedding questions: {done}/{total} ({elapsed:.0f} s)", soft_wrap=True)
+
+    report = svc.ingest(update)
     console.print(
         f"Index ready ({svc.embedder.name}): {report.embedded} embedded, "
         f"{report.unchanged} unchanged, {report.deleted} deleted."
@@ -111,6 +139,16 @@ def serve(
     def ready() -> None:  # printed only once the server accepts connections
         console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
 
+    def listening() -> None:
+        # The API answers now; "Sparring on" follows once the UI (built meanwhile) serves too.
+        console.print(f"API answering at http://{host}:{port}/healthz; loading the UI…")
+
+        def when_ui_ready() -> None:
+            app_.state.ui_ready.wait()
+            ready()
+
+        threading.Thread(target=when_ui_ready, daemon=True).start()
+
     def stopping() -> None:
         console.print(
             f"Stopping (open browser tabs are closed after {settings.shutdown_grace_seconds:g} s)…"
@@ -118,9 +156,8 @@ def serve(
 
     if workers == 1:
         console.print("Starting the server (loading the UI)…")
-        serve_app(
-            create_app(settings, svc), host, port, settings.shutdown_grace_seconds, ready, stopping
-        )
+        app_ = create_app(settings, svc, ui_in_background=True)
+        serve_app(app_, host, port, settings.shutdown_grace_seconds, listening, stopping)
         console.print("Sparring stopped.")
         return
     # Each worker process builds its own app from the environment (server/asgi.py); the index is

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from server.config import Settings
 from server.corpus.bank import QuestionBank, load_bank
 from server.corpus.coding import CodingTasks, load_coding_tasks
+from server.corpus.topic_names import TopicNames, load_topic_names
 from server.grading.code_grader import CodeGrader
 from server.grading.sandbox import Sandbox, SandboxLimits
 from server.grading.service import GradingService
@@ -18,8 +22,14 @@ from server.retrieval.documents import SearchDocument, build_documents
 from server.retrieval.embedder import Embedder, make_embedder
 from server.retrieval.glossary import Glossary
 from server.retrieval.search import QuestionSearcher
-from server.retrieval.vector_store import IngestReport, VectorStore, make_client
 from server.storage.db import Database, secure_dir
+
+if TYPE_CHECKING:  # chromadb loads with the store (seconds): when a search or ingest needs it
+    from server.retrieval.vector_store import IngestReport, VectorStore
+
+# Next to the Chroma files: what the index holds (embedder, every document's content hash, the
+# named query vectors). A start that finds it current skips opening Chroma at all.
+INDEX_MANIFEST = "sparring-index.sha256"
 
 
 @dataclass
@@ -44,12 +54,39 @@ class Services:
 
     @cached_property
     def vector_store(self) -> VectorStore:
+        from server.retrieval.vector_store import VectorStore, make_client
+
         return VectorStore(
             make_client(self.settings), self.embedder, self.settings.collection_prefix
         )
 
+    def _concept_names(self) -> dict[str, str]:
+        return {c: concept.canonical for c, concept in self.glossary.concepts.items()}
+
+    def _index_digest(self) -> str:
+        name = self.embedder.name
+        parts = [name, self.settings.collection_prefix]
+        parts += sorted(f"{d.doc_id}={d.content_hash(name)}" for d in self.documents)
+        parts += sorted(f"{c}={text}" for c, text in self._concept_names().items())
+        return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
+
     def ingest(self, progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        return self.vector_store.ingest(self.documents, progress)
+        """Embed what changed (documents, and the glossary's concept names as query vectors).
+        With the embedded index, a manifest says when nothing changed since the last ingest:
+        then neither Chroma nor the model is loaded now (a warm start)."""
+        from server.retrieval.vector_store import IngestReport
+
+        manifest = None if self.settings.chroma_url else self.settings.chroma_path / INDEX_MANIFEST
+        digest = self._index_digest()
+        if manifest is not None and manifest.exists() and manifest.read_text().strip() == digest:
+            if progress:
+                progress(0, 0)
+            return IngestReport(embedded=0, deleted=0, unchanged=len(self.documents))
+        report = self.vector_store.ingest(self.documents, progress)
+        self.vector_store.named_query_vectors(self._concept_names())
+        if manifest is not None:
+            manifest.write_text(digest + "\n")
+        return report
 
     @cached_property
     def searcher(self) -> QuestionSearcher:
@@ -78,6 +115,8 @@ class Services:
             cpu_seconds=self.settings.sandbox_cpu_seconds,
             memory_mb=self.settings.sandbox_memory_mb,
             max_parallel=self.settings.sandbox_max_parallel,
+            pool_size=self.settings.sandbox_pool_size,
+            torch_pool_size=self.settings.sandbox_torch_pool_size,
         )
         return CodeGrader(self.coding_tasks, Sandbox(limits))
 
@@ -99,5 +138,9 @@ class Services:
         if self.settings.llm_configured and self.settings.llm_interviewer:
             from server.interview.llm_interviewer import LlmInterviewer
 
-            return LlmInterviewer(self.settings)
-        return Phrasing(self.settings.prompts_dir)
+            return LlmInterviewer(self.settings, self.topic_names)
+        return Phrasing(self.settings.prompts_dir, self.topic_names)
+
+    @cached_property
+    def topic_names(self) -> TopicNames:
+        return load_topic_names(self.settings.corpus_dir)

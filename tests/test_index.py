@@ -38,7 +38,10 @@ def test_packaged_multilingual_backends(backend):
 
 def test_sentence_transformers_backend_loads_the_packaged_minilm_offline():
     emb = make_embedder(Settings(embedder=EmbedderName.sentence_transformers))
-    assert isinstance(emb, SentenceTransformerEmbedder) and emb.dim == 384
+    # The name is known before the model loads (a warm start never loads it).
+    assert emb.name == "st-all-minilm-l6-v2" or emb.name.startswith("st-")
+    assert isinstance(emb.loaded, SentenceTransformerEmbedder) and emb.dim == 384
+    assert emb.loaded.name == emb.name
     v = emb.embed_documents(["What does the KL penalty do in RLHF?", "How to bake bread"])
     q = emb.embed_queries(["role of the KL term in RLHF"])
     assert _unit_rows(v) and int(np.argmax(v @ q[0])) == 0

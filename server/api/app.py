@@ -7,11 +7,12 @@ import logging
 import signal
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.responses import RedirectResponse
+from fastapi import FastAPI, Request
+from fastapi.responses import FileResponse, RedirectResponse
 
 import server.offline  # noqa: F401  (Gradio analytics off before gradio loads)
 from server.api.auth import FailedAttempts, TokenTable
@@ -25,6 +26,7 @@ from server.work_queue import WorkQueue
 
 log = logging.getLogger(__name__)
 UI_PATH = "/ui"
+FAVICON = Path(__file__).resolve().parents[2] / "ui" / "favicon.svg"
 
 
 @contextmanager
@@ -55,7 +57,76 @@ def _close_on_signal(close: Callable[[], None]) -> Iterator[None]:
                 signal.signal(sig, prev)
 
 
-def create_app(settings: Settings | None = None, services: Services | None = None) -> FastAPI:
+STARTING_PAGE = """<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="2"><title>Sparring</title></head>
+<body style="font-family: sans-serif; margin: 3em">
+<p>Sparring is loading its interface… this page reloads by itself.</p>
+<p>Sparring 正在加载界面……页面会自动刷新。</p></body></html>"""
+
+
+def _mount_ui_in_background(app: FastAPI, settings: Settings) -> None:
+    """Serve a self-reloading "starting" page at /ui, build the Gradio UI in a thread, then mount
+    it and run its start-up on the server's event loop (as gr.mount_gradio_app's lifespan would,
+    had the UI existed when the server started)."""
+    from starlette.responses import HTMLResponse
+    from starlette.routing import Route
+
+    def starting(_request: Request) -> HTMLResponse:
+        return HTMLResponse(STARTING_PAGE, status_code=503, headers={"Retry-After": "2"})
+
+    placeholders = [
+        Route(UI_PATH, starting),
+        Route(UI_PATH + "/{rest:path}", starting),
+    ]
+    app.router.routes.extend(placeholders)
+
+    async def start_ui(gradio_app: Any) -> None:
+        stack = AsyncExitStack()
+        await stack.enter_async_context(gradio_app.router.lifespan_context(gradio_app))
+        gradio_app.get_blocks().run_startup_events()
+        await gradio_app.get_blocks().run_extra_startup_events()
+        app.state.ui_stack = stack
+
+    def build() -> None:
+        try:
+            import gradio as gr
+
+            from ui.app import HEAD, build_ui
+
+            blocks = build_ui(settings.api_url_for_ui, settings.ui_token)
+            ours = app.router.lifespan_context
+            gr.mount_gradio_app(app, blocks, path=UI_PATH, head=HEAD)
+            app.router.lifespan_context = ours  # its start-up runs below, on the running loop
+            mounted = app.router.routes[-1]
+            for route in placeholders:
+                app.router.routes.remove(route)
+            app.state.loop_ready.wait()
+            asyncio.run_coroutine_threadsafe(start_ui(mounted.app), app.state.loop).result()
+            app.state.ui_ready.set()
+        except Exception:
+            log.exception("the UI failed to load; the API keeps serving")
+
+    threading.Thread(target=build, name="ui-build", daemon=True).start()
+
+
+def _warm_up(services: Services) -> None:
+    """Build what requests need (a request that comes first waits for the same object)."""
+    try:
+        services.ingest()
+        _ = services.searcher
+        _ = services.grading
+    except Exception:  # a request that needs the part reports the error itself
+        log.exception("warming up the search index failed")
+
+
+def create_app(
+    settings: Settings | None = None,
+    services: Services | None = None,
+    ui_in_background: bool = False,
+) -> FastAPI:
+    """The API (and the UI at /ui). With `ui_in_background` (`sparring serve`) the UI is built
+    in a thread while the API already answers (Gradio takes seconds to load); /ui says it is
+    starting until then, and `app.state.ui_ready` is set once it serves."""
     settings = settings or Settings()
     settings.check_bind()  # a non-loopback bind without a real token never starts
     secure_env_file()
@@ -71,18 +142,24 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # Build everything before the first request, so no request pays for model loading.
-        services.ingest()
-        _ = services.searcher
-        _ = services.grading
+        app.state.loop = asyncio.get_running_loop()
+        app.state.loop_ready.set()
+        # The index is current (serve and ingest build it before the app starts) and the database
+        # migrated; the searcher (BM25, jieba, Chroma) and the grader are built in the
+        # background, so /healthz answers at once and the first request rarely waits for them.
         _ = services.database
+        threading.Thread(target=_warm_up, args=(services,), name="warm-up", daemon=True).start()
         with _close_on_signal(work.close):
             try:
                 yield
             finally:
                 work.close()
+                ui_stack = getattr(app.state, "ui_stack", None)
+                if ui_stack is not None:
+                    await ui_stack.aclose()
 
     app = FastAPI(title="Sparring", version="0.1.0", lifespan=lifespan)
+    app.state.loop_ready = threading.Event()
     app.state.services = services
     app.state.tokens = tokens
     app.state.transcriber = Transcriber(settings)
@@ -125,14 +202,19 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     app.include_router(openai_compat.router)
     app.include_router(speech.router)
     ui_mounted = False
+    app.state.ui_ready = threading.Event()
     if settings.ui_enabled:
-        import gradio as gr
+        if ui_in_background:
+            _mount_ui_in_background(app, settings)
+        else:
+            import gradio as gr
 
-        from ui.app import HEAD, build_ui
+            from ui.app import HEAD, build_ui
 
-        app = gr.mount_gradio_app(
-            app, build_ui(settings.api_url_for_ui, settings.ui_token), path=UI_PATH, head=HEAD
-        )
+            app = gr.mount_gradio_app(
+                app, build_ui(settings.api_url_for_ui, settings.ui_token), path=UI_PATH, head=HEAD
+            )
+            app.state.ui_ready.set()
         ui_mounted = True
         if tokens.enabled and not is_loopback(settings.host):
             log.warning(
@@ -145,8 +227,14 @@ def create_app(settings: Settings | None = None, services: Services | None = Non
     landing = UI_PATH + "/" if ui_mounted else "/docs"
 
     @app.get("/", include_in_schema=False)
-    async def root() -> RedirectResponse:
-        return RedirectResponse(landing, status_code=307)
+    async def root(request: Request) -> RedirectResponse:
+        # The query goes along: /?lang=en opens the English UI.
+        query = request.url.query
+        return RedirectResponse(landing + (f"?{query}" if query else ""), status_code=307)
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(FAVICON, media_type="image/svg+xml")
 
     app.add_middleware(
         RequestGuard,

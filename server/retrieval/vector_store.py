@@ -101,6 +101,12 @@ class VectorStore:
             embedding_function=ProjectEmbeddingFunction(embedder),
             configuration={"hnsw": {"space": "cosine"}},
         )
+        # Query vectors of fixed texts (the glossary's concept names), embedded at ingest and
+        # read back at start-up instead of going through the encoder again.
+        self._named = client.get_or_create_collection(
+            name=f"{prefix}-{embedder.name}-named-queries",
+            embedding_function=ProjectEmbeddingFunction(embedder),
+        )
 
     def count(self) -> int:
         return self._collection.count()
@@ -159,6 +165,29 @@ class VectorStore:
                         self._query_cache.pop(next(iter(self._query_cache)))
                     self._query_cache[t] = v
             return np.stack([self._query_cache[t] for t in texts])
+
+    def named_query_vectors(self, named: dict[str, str]) -> dict[str, np.ndarray]:
+        """Query vectors for {id: text}: read from the index where the stored text is the same,
+        embedded (and stored) otherwise; ids no longer named are dropped."""
+        stored = self._named.get(include=["embeddings", "documents"])
+        embeddings = stored["embeddings"] if stored["embeddings"] is not None else []
+        have = {
+            i: np.asarray(e, dtype=np.float32)
+            for i, e, d in zip(stored["ids"], embeddings, stored["documents"] or [], strict=False)
+            if named.get(i) == d
+        }
+        stale = [i for i in stored["ids"] if i not in named]
+        if stale:
+            self._named.delete(ids=stale)
+        todo = [i for i in named if i not in have]
+        for start in range(0, len(todo), BATCH):
+            batch = todo[start : start + BATCH]
+            vectors = self.embed_queries([named[i] for i in batch])
+            self._named.upsert(
+                ids=batch, documents=[named[i] for i in batch], embeddings=[v for v in vectors]
+            )
+            have.update(zip(batch, vectors, strict=True))
+        return {i: have[i] for i in named}
 
     def query(self, text: str, n: int) -> list[tuple[str, float]]:
         """(doc_id, cosine similarity) best first."""

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from server.grading.segments import split_segments
-from server.interview.labels import FLAG_WORDS, flag_word, test_message
+from server.interview.labels import FLAG_WORDS, failure_reason, flag_word
 from tests.conftest import client_for, token_for
 
 CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff01-\uff5e]")
@@ -117,18 +117,20 @@ def test_flags_and_statuses_read_as_words_in_both_languages():
 
 
 def test_a_chinese_report_says_why_a_test_failed_in_chinese():
-    assert test_message("wrong values (max abs error 0.5)", "zh") == "数值不对（最大绝对误差 0.5）"
-    assert test_message("return value 2: shape [3], expected [4]", "zh") == (
+    assert (
+        failure_reason("wrong values (max abs error 0.5)", "zh") == "数值不对（最大绝对误差 0.5）"
+    )
+    assert failure_reason("return value 2: shape [3], expected [4]", "zh") == (
         "第 2 个返回值：形状是 [3]，应为 [4]"
     )
-    assert test_message("no function named compute_gae was defined", "zh") == (
+    assert failure_reason("no function named compute_gae was defined", "zh") == (
         "没有定义名为 compute_gae 的函数"
     )
-    assert test_message("timed out after 5 s (infinite loop?)", "zh").startswith("运行超过 5 秒")
-    assert test_message("ValueError: bad (line 3 of your code)", "zh") == (
+    assert failure_reason("timed out after 5 s (infinite loop?)", "zh").startswith("运行超过 5 秒")
+    assert failure_reason("ValueError: bad (line 3 of your code)", "zh") == (
         "ValueError: bad（你的代码第 3 行）"
     )
-    assert test_message("wrong values (max abs error 0.5)", "en") == (
+    assert failure_reason("wrong values (max abs error 0.5)", "en") == (
         "wrong values (max abs error 0.5)"
     )
 

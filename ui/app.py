@@ -20,7 +20,7 @@ import gradio as gr
 import pandas as pd
 
 from server.corpus.markdown import bank_markdown, inline_quote, readable_math
-from server.interview.labels import question_label, test_message
+from server.interview.labels import failure_reason, question_label
 from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
 from ui.audio import prepared_recording
 from ui.texts import T, error_sentence, flag_text, lang_key, readable_time, shorten, tr
@@ -230,7 +230,7 @@ def feedback_card(result: dict, ui_lang: str) -> str:
         lines += ["", f"**{t['tests']}: {passed}/{len(tests)}**"]
         for test in tests:
             explain = test.get("explain_en") if en and test.get("explain_en") else test["explain"]
-            message = test_message(test.get("message", ""), lang_key(ui_lang))
+            message = failure_reason(test.get("message", ""), lang_key(ui_lang))
             why = "" if test["passed"] else f" — `{shorten(message, 200)}`"
             lines.append(f"- {'✓' if test['passed'] else '✗'} {explain}{why}")
     return "\n".join(lines)

@@ -201,13 +201,13 @@ _RETURN_VALUE = re.compile(r"^return value (\d+): (.*)$")
 _LINE_OF_CODE = re.compile(r" \(line (\d+) of your code\)$")
 
 
-def test_message(message: str, language: str) -> str:
+def failure_reason(message: str, language: str) -> str:
     """A hidden test's failure reason in the session language."""
     if language == "en" or not message:
         return message
     found = _RETURN_VALUE.match(message)
     if found:
-        return f"第 {found.group(1)} 个返回值：{test_message(found.group(2), language)}"
+        return f"第 {found.group(1)} 个返回值：{failure_reason(found.group(2), language)}"
     for pattern, zh in _TEST_MESSAGES_ZH:
         if pattern.match(message):
             return pattern.sub(zh, message)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from server.corpus.bank import QuestionBank
 from server.corpus.markdown import bank_markdown, inline_quote, readable_math
 from server.corpus.topic_names import TopicNames
-from server.interview.labels import flag_word, test_message
+from server.interview.labels import failure_reason, flag_word
 from server.interview.progress import scored_questions
 from server.interview.schemas import Mode, Report, ReportQuestion
 from server.storage.models import InterviewSession, aware
@@ -218,7 +218,9 @@ def question_markdown(q: ReportQuestion, language: str = "en") -> tuple[str, lis
         lines += ["", w["tests"].format(passed=passed, total=len(q.tests)), ""]
         for t in q.tests:
             explain = t.get("explain_en") if en and t.get("explain_en") else t.get("explain", "")
-            why = "" if t.get("passed") else f" — `{test_message(str(t.get('message', '')), lang)}`"
+            why = (
+                "" if t.get("passed") else f" — `{failure_reason(str(t.get('message', '')), lang)}`"
+            )
             lines.append(f"- {'✓' if t.get('passed') else '✗'} {explain}{why}")
     if q.probes_asked:
         lines += ["", w["probes_asked"], ""]

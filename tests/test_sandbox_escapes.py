@@ -599,3 +599,86 @@ def test_isolation_is_set_up_once_and_reported(services):
     first = sandbox.isolation
     assert first is sandbox.isolation  # one self-test per process
     assert first.available and "bubblewrap" in first.summary
+
+
+# -- issue #24 items 6 and 7: socket families, and what the command lines inside show ------------
+
+
+def test_sockets_of_every_family_but_unix_are_refused_even_without_the_audit_hook(grade):
+    """AF_VSOCK reached the VM's host (a bind collided with a host listener): seccomp now refuses
+    socket() for every family but AF_UNIX, so nothing can be created, let alone bound."""
+    unhooked = textwrap.dedent(
+        """
+        import errno, socket
+        out = {}
+        tries = {
+            "inet": (socket.AF_INET, socket.SOCK_STREAM, ("0.0.0.0", 0)),
+            "inet6": (socket.AF_INET6, socket.SOCK_DGRAM, ("::", 0)),
+            "packet": (17, socket.SOCK_RAW, None),
+            "netlink": (16, socket.SOCK_RAW, None),
+            "vsock": (40, socket.SOCK_STREAM, (0xFFFFFFFF, 1234)),
+            "unix": (socket.AF_UNIX, socket.SOCK_STREAM, None),
+        }
+        for name, (family, kind, address) in tries.items():
+            try:
+                s = socket.socket(family, kind)
+                if address is not None:
+                    s.bind(address)
+                out[name] = "bound" if address is not None else "created"
+                s.close()
+            except OSError as exc:
+                out[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+        print(out)
+        """
+    )
+    g = grade(
+        attack_code(
+            f"""
+            report["unhooked"] = run([sys.executable, "-I", "-S", "-c", {unhooked!r}])[-250:]
+            """,
+            spawn=True,
+        )
+    )
+    seen = report_of(g)["unhooked"]
+    for family in ("inet", "inet6", "packet", "netlink", "vsock"):
+        assert f"'{family}': 'EAFNOSUPPORT'" in seen, seen
+    assert "'unix': 'created'" in seen, seen  # numpy/torch may need Unix sockets; they stay
+
+
+def test_no_command_line_or_environment_inside_names_the_hosts_layout(grade, settings):
+    """/proc/1/cmdline showed bwrap's command line: the checkout, the Python install, the uid.
+    Now bwrap reads its options from a pipe and the command from a script it execs."""
+    host = sorted(
+        {
+            str(PROJECT_ROOT.resolve()),
+            os.path.realpath(sys.base_prefix),
+            os.path.realpath(sys.prefix),
+            str(Path(settings.data_dir).resolve()),
+            "/root",
+            "/home",
+            "/work",
+        }
+    )
+    g = grade(
+        attack_code(
+            f"""
+            texts = {{}}
+            for label, path in (("init", "/proc/1/cmdline"), ("self", "/proc/self/cmdline"),
+                                ("init_env", "/proc/1/environ"), ("env", "/proc/self/environ")):
+                try:
+                    texts[label] = open(path, "rb").read().replace(b"\\0", b" ").decode()
+                except OSError as exc:
+                    texts[label] = why(exc)
+            texts["exe"] = sys.executable + " " + sys.prefix
+            everything = " ".join(texts.values())
+            report["leaks"] = [p for p in {host!r} if p in everything]
+            report["uid_seen"] = str(os.getuid()) in everything
+            report["init"] = texts["init"][:40]
+            report["self"] = texts["self"][:40]
+            """
+        )
+    )
+    seen = report_of(g)
+    assert seen["leaks"] == [] and not seen["uid_seen"], seen
+    assert seen["init"].startswith("/usr/bin/bwrap --args"), seen
+    assert seen["self"].startswith(("/opt/python/", "/usr/")), seen

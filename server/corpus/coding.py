@@ -219,9 +219,10 @@ def _output(fn: Any, args: list[Any]) -> Any:
 
 def _functions(task: CodingTask) -> tuple[Any, ...]:
     """The reference and the alternatives, defined once: they are trusted repository code."""
-    return (_define(task, task.reference, "reference"),) + tuple(
+    alternatives = [
         _define(task, code, f"alternative {i + 1}") for i, code in enumerate(task.alternatives)
-    )
+    ]
+    return (_define(task, task.reference, "reference"), *alternatives)
 
 
 def _prepare(

@@ -37,6 +37,24 @@ class TestResult(BaseModel):
     passed: bool
     explain: str = Field(description="What the test checks")
     message: str = Field(default="", description="Why it failed, or 'ok'")
+    kind: str = Field(
+        default="ok",
+        description="ok, values, shape, nonfinite, count, error (the function raised) or run "
+        "(the code did not run: syntax error, CPU or wall-clock limit…)",
+    )
+    seed: int | None = Field(
+        default=None, description="The submission's seed: the case's numbers were drawn from it"
+    )
+    inputs: dict[str, str] | None = Field(
+        default=None,
+        description="The first failing case of each kind: its arguments, shapes and values "
+        "shortened",
+    )
+    expected: str | None = Field(default=None, description="What the reference returned")
+    returned: str | None = Field(default=None, description="What the answer's function returned")
+    index: list[int] | None = Field(
+        default=None, description="The first index where returned and expected differ"
+    )
 
 
 class Grade(BaseModel):

@@ -1,11 +1,14 @@
 """Runs inside the sandbox: executes a candidate's code against hidden test inputs.
 
 Started by `server.grading.sandbox` inside bubblewrap as `python -I -S /opt/sparring/child.py`,
-with namespaces and resource limits already in place. Reads one JSON job from stdin (the code, the
-function's name, the cases' inputs, where site-packages are and the result pipe's number) and writes
-one JSON result to that pipe. Expected values never enter this process: it reports what the
-candidate's function returned and the server compares. Uses only the standard library and numpy
-(plus torch when the candidate's code asks for it).
+with namespaces and resource limits already in place, ahead of need (the warm pool). Reads a first
+JSON line from stdin (where site-packages are, the result pipe's number, whether to import torch),
+imports numpy (and torch), installs the audit hook and writes one byte, `R`, to the result pipe.
+Then it waits for the job (the code, the function's name, the cases' inputs and the CPU seconds
+the code may use), lowers its CPU limit to that much more than the imports used — so the limit
+counts the candidate's code, not the imports — runs the cases and writes one JSON result to the
+pipe. Expected values never enter this process: it reports what the candidate's function returned
+and the server compares. Uses only the standard library and numpy (plus torch for torch answers).
 
 The audit hook below is a second layer behind the OS isolation; its configuration lives in the
 hook's closure as immutable values, so rebinding this module's globals (which the candidate can
@@ -144,21 +147,38 @@ def _decode(arg):
     return arg
 
 
+def _limit_cpu(seconds: int) -> None:
+    """From now on the process may use `seconds` more CPU (soft: SIGXCPU; hard: one more)."""
+    import math
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = math.ceil(usage.ru_utime + usage.ru_stime)
+    resource.setrlimit(resource.RLIMIT_CPU, (used + seconds, used + seconds + 1))
+
+
 def main() -> None:
-    job = json.loads(sys.stdin.read())
-    result_fd = int(job["result_fd"])
-    max_numbers = int(job.get("max_numbers", 100_000))
+    setup = json.loads(sys.stdin.buffer.readline())
+    result_fd = int(setup["result_fd"])
+    # Nothing inherited but stdio and the result pipe (the launcher's script and args pipes).
+    os.closerange(3, result_fd)
+    os.closerange(result_fd + 1, 1024)
+    max_numbers = int(setup.get("max_numbers", 100_000))
     workdir = os.path.realpath(os.getcwd())
-    sys.path.extend(job.get("site_dirs", []))
+    sys.path.extend(setup.get("site_dirs", []))
     for name in PRELOADED:
         __import__(name)
+    import resource  # noqa: F401  (before the hook: _limit_cpu needs it)
 
     torch = None
-    if job.get("use_torch"):
+    if setup.get("use_torch"):
         import torch  # type: ignore[no-redef]
 
         torch.set_num_threads(1)
     _install_guard(workdir)
+    os.write(result_fd, b"R")  # ready: the server hands over the code and starts its clock
+    job = json.loads(sys.stdin.buffer.read())
+    _limit_cpu(int(job.get("cpu_seconds", 8)))
 
     out = io.StringIO()
     namespace: dict = {"__name__": "candidate"}

@@ -12,6 +12,7 @@ from server.grading.feedback import FLAG_TEXT, write_feedback
 from server.grading.llm_grader import LlmGrader, LlmGradingError
 from server.grading.llm_protocol import answer_language
 from server.grading.models import Grade, GraderChoice
+from server.grading.rate_limit import GradeRateLimiter
 from server.grading.rubric_grader import RubricGrader
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class GradingService:
         self.rubric = RubricGrader()
         self.llm = LlmGrader(settings, self.rubric) if settings.llm_configured else None
         self.code = code
+        self.rate = GradeRateLimiter(
+            settings.grade_rate_per_question, settings.grade_rate_window_seconds
+        )
 
     def coding_contract(self, entry_id: str) -> CodingContract | None:
         """The function a coding question's answer should define, when its code is run by tests."""

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
 
 from server.api.auth import current_user
-from server.api.errors import ApiError, not_found
+from server.api.errors import ApiError, busy, not_found
 from server.grading.models import Grade, GraderChoice
 from server.grading.service import GraderUnavailable
 from server.services import Services
@@ -48,6 +48,16 @@ async def grade_answer(request: Request, body: GradeRequest, user: User) -> Grad
     entry = svc.bank.get(body.question_id)
     if entry is None:
         raise not_found("question", body.question_id)
+
+    retry = svc.grading.rate.admit(user, entry.id)
+    if retry is not None:
+        raise busy(
+            429,
+            "grade_rate_limited",
+            f"question {entry.id!r} was graded {svc.grading.rate.limit} times for you in the last "
+            f"{svc.grading.rate.window:g} s; try again in {max(1, round(retry))} s",
+            retry,
+        )
 
     def job() -> Grade:
         try:

@@ -780,7 +780,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 state = call(lambda c: c.state(session_id))
             except ApiError:
                 return False
-            return state["status"] == "active" and len(state["turns"]) != len(chat_v)
+            return state["status"] == "active" and len(state["turns"]) > len(chat_v)
 
         def act(kind: str):
             def handler(session_id, text, code_v, chat_v, lang):

@@ -32,15 +32,17 @@ def test_right_code_passes_every_hidden_test_and_covers_its_points(alice):
     assert "隐藏测试" in g["feedback"]
 
 
-def test_a_bug_fails_the_test_that_targets_it_and_costs_the_point(alice):
+def test_a_bug_fails_the_test_that_targets_it_but_keeps_what_the_prose_explained(alice):
     right, wrong = grade(alice, RIGHT), grade(alice, NO_LAMBDA)
     failed = {t["name"] for t in wrong["tests"] if not t["passed"]}
     assert "exponential_weights_of_residuals" in failed and "single_step" not in failed
     points = {kp["id"]: kp for kp in wrong["key_points"]}
-    assert not points["exponential-sum"]["covered"]  # the prose says it; the code shows otherwise
+    # the prose explains the (γλ) sum: the failing case does not take the point away (issue #23)
+    assert points["exponential-sum"]["covered"]
+    assert "讲解 ✓" in wrong["feedback"] and "你的实现未通过用例" in wrong["feedback"]
     assert wrong["score"] < right["score"]
     message = next(t["message"] for t in wrong["tests"] if t["name"] == "typical_gamma_lambda")
-    assert "wrong values" in message
+    assert "数值错误" in message  # the session's language
 
 
 def test_a_key_point_is_decided_only_by_the_cases_that_isolate_it(alice):

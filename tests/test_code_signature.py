@@ -126,7 +126,9 @@ def test_a_buggy_function_under_another_name_still_fails_its_cases(alice):
     )
     assert "exponential_weights_of_residuals" in failed(g)
     points = {kp["id"]: kp for kp in g["key_points"]}
-    assert not points["exponential-sum"]["covered"]
+    # the prose explains the (γλ) sum: the point stays, and the feedback names the failing case
+    assert points["exponential-sum"]["covered"]
+    assert "你的实现未通过用例" in g["feedback"]
 
 
 def test_a_positional_guess_never_takes_away_prose_credit(alice):

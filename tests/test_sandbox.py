@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -283,3 +284,64 @@ def test_without_isolation_coding_answers_are_graded_on_prose_and_told_why(servi
     assert startup_line(services.code_grader).startswith(
         "Candidate code runs isolated in bubblewrap"
     )
+
+
+# ---------- issue #23: the warm pool, limits that count the code, messages that name the limit --
+
+
+def test_the_cpu_limit_counts_the_code_not_the_imports():
+    """torch's import alone takes more than a second of CPU; with a 1 s CPU limit a torch answer
+    still runs, because the limit starts when the code is handed over."""
+    small = Sandbox(SandboxLimits(cpu_seconds=1, wall_seconds=60, pool_size=1, torch_pool_size=1))
+    try:
+        result = run(small, "def f(x):\n    return torch.cumsum(x, 0)\n", use_torch=True)
+        assert output(result) == [1.0, 3.0, 6.0]
+        looping = run(small, "def f(x):\n    while True:\n        pass\n")
+        assert looping.kind == "cpu", looping.error
+        assert "CPU time limit" in looping.error and "1 s of CPU" in looping.error
+    finally:
+        small.close()
+
+
+def test_a_sleeping_answer_is_stopped_by_the_wall_clock_and_told_so():
+    small = Sandbox(SandboxLimits(cpu_seconds=5, wall_seconds=3, pool_size=1, torch_pool_size=0))
+    try:
+        result = run(small, "import time\ndef f(x):\n    time.sleep(60)\n")
+        assert result.kind == "wall" and "3 s wall-clock limit" in result.error
+        assert 3 <= result.seconds < 10  # counted from the hand-over, not from the start-up
+    finally:
+        small.close()
+
+
+def test_each_warm_container_serves_one_run_and_nothing_carries_over(sandbox):
+    probe = (
+        "import os\ndef f(x):\n"
+        "    seen = os.path.exists('/tmp/mark')\n"
+        "    open('/tmp/mark', 'w').write('x')\n"
+        "    return [float(seen), float(os.getuid()), float(os.getpid())]\n"
+    )
+    first, second = output(run(sandbox, probe)), output(run(sandbox, probe))
+    assert first[0] == 0.0 and second[0] == 0.0  # a fresh scratch each time
+    if os.geteuid() == 0:
+        assert first[1] != second[1]  # a fresh uid each time
+
+
+def test_a_correct_torch_answer_passes_every_case_with_the_cores_busy(tmp_path):
+    """Two busy processes on the cores (as in the issue: 3 of 7 correct torch answers timed out
+    importing torch). The pool imports ahead of need and the limits count the code only."""
+    from server.corpus.coding import load_coding_tasks
+    from server.grading.code_grader import verify_known_answers
+
+    tasks = load_coding_tasks(PROJECT_ROOT / "corpus" / "coding")
+    gae = next(t for t in tasks.tasks if t.task.id == "gae")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    box = Sandbox(leftovers_dir=tmp_path)
+    try:
+        box.warm()
+        # every known answer of the task (the correct torch one among them) gets its verdict
+        assert verify_known_answers(gae, box, seeds=(None, 7)) == []
+    finally:
+        box.close()
+        for p in busy:
+            p.kill()
+            p.wait()

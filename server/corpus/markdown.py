@@ -30,7 +30,8 @@ _CODE_START = re.compile(
     r"^(import |from \S+ import |def |class |return\b|for .*:|while .*:|if .*:|elif .*:|else:|"
     r"with .*:|try:|except\b|@\w|# )"
 )
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.\[\](), ]*\s*(=|\+=|-=|\*=|/=)\s*\S")
+# Possessive (*+): the name part and \s* both take spaces, and giving them back was quadratic.
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][\w.\[\](), ]*+\s*(=|\+=|-=|\*=|/=)\s*\S")
 
 
 _TAGS = {"sub": ("\x01", "\x02"), "sup": ("\x03", "\x04")}  # placeholders while escaping

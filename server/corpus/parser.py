@@ -17,7 +17,8 @@ BUTTON = "原题"
 FULL_MARK = "原题完整原题"
 
 _TOPIC_RE = re.compile(r"^【([^】]+)】\s*")
-_TRAILING_COMPANIES_RE = re.compile(r"\s*「([^」]+)」\s*$")
+# (?<!\s): a match starts where the blanks start, not at every blank of a long run (linear).
+_TRAILING_COMPANIES_RE = re.compile(r"(?<!\s)\s*「([^」「]+)」\s*$")
 _COMPANY_LINE_RE = re.compile(r"^「([^」]+)」$")
 _EXPAND_RE = re.compile(r"^展开其余\s*\d+\s*(个小问|条问法)$")
 _NOTE_WORDS_RE = re.compile(r"无法|未说明|未定义|未提供|未给|缺少|没有给出")

@@ -47,11 +47,13 @@ def code_spans(answer: str) -> list[tuple[int, int]]:
 
 
 def uses_torch(code: str) -> bool:
-    return re.search(r"^\s*(import torch|from torch)", code, re.M) is not None
+    return re.search(r"^[ \t]*(import torch|from torch)", code, re.M) is not None
 
 
 def _def_line(function: str) -> re.Pattern[str]:
-    return re.compile(rf"^\s*def\s+{re.escape(function)}\s*\(", re.M)
+    # [ \t], not \s: with re.M a \s* at each line start ran over every blank line below it
+    # (quadratic on a run of newlines; issue 24).
+    return re.compile(rf"^[ \t]*def[ \t]+{re.escape(function)}[ \t]*\(", re.M)
 
 
 def defines(code: str, function: str) -> bool:

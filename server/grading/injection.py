@@ -38,7 +38,8 @@ _PATTERNS = [
     r"(你现在是|你现在扮演|你是一[个名位]|假设你是|请你?扮演|扮演一[个名位]).{0,12}(面试官|评分|考官|评委|老师|grader|assistant|助手)",
     r"you\s+are\s+(now\s+)?(a|an|the)\s+(\w+\s+){0,2}(grader|examiner|interviewer|assistant|judge)",
     r"\bact\s+as\s+(a|an|the)\s+(\w+\s+)?(grader|examiner|interviewer|judge)",
-    r"(^|\n)\s*(system|assistant|human|grader|评分员|系统)\s*[:：]",
+    # [^\S\n]: blanks but not newlines, or each "\n" of a long run rescanned all that follow.
+    r"(^|\n)[^\S\n]*(system|assistant|human|grader|评分员|系统)\s*[:：]",
     r"\[/?(inst|system)\]|<\|im_(start|end)\|>|<\|(system|user|assistant)\|>",
     r"</?\s*(instructions?|rubric|candidate_answer|grader|grading)\s*>",
     r"###\s*(instruction|system|grader)",

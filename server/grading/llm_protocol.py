@@ -36,7 +36,8 @@ _LATIN_WORD_RE = re.compile(r"[A-Za-z]{2,}")
 _POSITION_RE = re.compile(
     r"(?:key\s*point|point|kp|item|misconception|no\.?)?\s*#?\s*(\d{1,2})[.)]?", re.I
 )
-_ELLIPSIS_RE = re.compile(r"\s*(?:\.{3,}|…+)\s*")
+# (?<!\s): a match starts where the blanks start, not at every blank of a long run (linear).
+_ELLIPSIS_RE = re.compile(r"(?<!\s)\s*(?:\.{3,}|…+)\s*")
 _QUOTE_MARKS = "\"'“”‘’「」『』`"
 _TRUE = {"true", "yes", "y", "1", "covered", "是", "对"}
 _FALSE = {"false", "no", "n", "0", "not covered", "", "否", "none", "null"}

@@ -222,6 +222,7 @@ def question_markdown(q: ReportQuestion, language: str = "en") -> tuple[str, lis
                 "" if t.get("passed") else f" — `{failure_reason(str(t.get('message', '')), lang)}`"
             )
             lines.append(f"- {'✓' if t.get('passed') else '✗'} {explain}{why}")
+            lines += failing_case_details(t, en)
     if q.probes_asked:
         lines += ["", w["probes_asked"], ""]
         lines += [
@@ -269,3 +270,18 @@ def report_markdown(report: Report, names: TopicNames | None = None, language: s
         heading, body = question_markdown(q, lang)
         lines += ["", f"### {heading}", "", *body]
     return "\n".join(lines) + "\n"
+
+
+def failing_case_details(test: dict, en: bool) -> list[str]:
+    """The first failing case of each kind: its inputs, the expected and the returned value
+    (drawn for that submission, so they help debugging and nothing else)."""
+    if test.get("passed") or not (test.get("inputs") or test.get("expected")):
+        return []
+    lines = [f"  - `{name}` = `{value}`" for name, value in (test.get("inputs") or {}).items()]
+    for key, label in (
+        ("expected", "expected" if en else "应为"),
+        ("returned", "returned" if en else "实际返回"),
+    ):
+        if test.get(key):
+            lines.append(f"  - {label}: `{test[key]}`")
+    return lines

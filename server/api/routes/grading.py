@@ -59,26 +59,6 @@ async def grade_answer(request: Request, body: GradeRequest, user: User) -> Grad
             retry,
         )
 
-    retry = svc.grading.rate.admit(user, entry.id)
-    if retry is not None:
-        raise busy(
-            429,
-            "grade_rate_limited",
-            f"question {entry.id!r} was graded {svc.grading.rate.limit} times for you in the last "
-            f"{svc.grading.rate.window:g} s; try again in {max(1, round(retry))} s",
-            retry,
-        )
-
-    retry = svc.grading.rate.admit(user, entry.id)
-    if retry is not None:
-        raise busy(
-            429,
-            "grade_rate_limited",
-            f"question {entry.id!r} was graded {svc.grading.rate.limit} times for you in the last "
-            f"{svc.grading.rate.window:g} s; try again in {max(1, round(retry))} s",
-            retry,
-        )
-
     def job() -> Grade:
         try:
             return svc.grading.grade(entry, body.answer, body.grader, body.language)

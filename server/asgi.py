@@ -1,6 +1,9 @@
 """The app as each worker process builds it: `sparring serve --workers N` starts N of these, and so
 can any ASGI server, e.g. `uvicorn --factory server.asgi:create_worker_app --workers 4` or
-`gunicorn -k uvicorn.workers.UvicornWorker 'server.asgi:create_worker_app()'`.
+`gunicorn -k uvicorn.workers.UvicornWorker 'server.asgi:create_worker_app()'`. Those lack what
+`sparring serve` configures (server/api/connection_guard.py: header and body timeouts, the
+per-address connection cap) and trust X-Forwarded-For from 127.0.0.1 unless told otherwise
+(`--forwarded-allow-ips` / `--no-proxy-headers`); prefer `sparring serve`.
 
 Every worker reads its settings from the environment (SPARRING_*) and builds its own Services:
 nothing is shared in memory, which is why several workers need a Chroma server and one database."""

@@ -107,8 +107,6 @@ def serve(
     ] = None,
 ) -> None:
     """Serve the HTTP API (and the UI at /ui)."""
-    import uvicorn
-
     from server.asgi import ScaleOutError, check_workers
 
     settings = Settings()
@@ -134,7 +132,7 @@ def serve(
     from server.grading.code_grader import startup_line
 
     console.print(startup_line(svc.code_grader))  # sets up and self-tests the code sandbox once
-    from server.serving import announce_when_healthy, local_url, serve_app
+    from server.serving import announce_when_healthy, local_url, serve_app, serve_workers
 
     def ready() -> None:  # printed only once the server accepts connections
         console.print(f"Sparring on http://{host}:{port}  (UI: http://{host}:{port}/ui)")
@@ -157,7 +155,7 @@ def serve(
     if workers == 1:
         console.print("Starting the server (loading the UI)…")
         app_ = create_app(settings, svc, ui_in_background=True)
-        serve_app(app_, host, port, settings.shutdown_grace_seconds, listening, stopping)
+        serve_app(app_, settings, listening, stopping)
         console.print("Sparring stopped.")
         return
     # Each worker process builds its own app from the environment (server/asgi.py); the index is
@@ -166,15 +164,7 @@ def serve(
     os.environ.update(SPARRING_HOST=host, SPARRING_PORT=str(port), SPARRING_WORKERS=str(workers))
     console.print(f"{workers} worker processes, database {settings.sqlalchemy_url.split(':')[0]}")
     announce_when_healthy(local_url(host, port), ready)
-    uvicorn.run(
-        "server.asgi:create_worker_app",
-        factory=True,
-        workers=workers,
-        host=host,
-        port=port,
-        log_level="warning",
-        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
-    )
+    serve_workers(settings)
 
 
 @app.command()

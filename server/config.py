@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import re
@@ -101,6 +102,22 @@ class Settings(BaseSettings):
     # Failed bearer tokens per client address before it gets 429 for the rest of the window.
     auth_max_failures: int = Field(default=10, ge=1)
     auth_failure_window_seconds: float = Field(default=60.0, gt=0)
+    # Reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (comma-separated IPs
+    # or networks, e.g. Caddy's address in compose.yaml). Empty = none: the peer address is the
+    # client for the failed-token limit and the /ui loopback rule (uvicorn alone would trust
+    # 127.0.0.1, so any local process could claim to be anyone).
+    forwarded_allow_ips: str = ""
+    # Slow clients (server/api/connection_guard.py): a connection must finish a request's headers
+    # within header_timeout_seconds (from connecting or from the previous response) and may not
+    # pause longer than body_idle_timeout_seconds while sending a body; at most
+    # max_connections_per_client open connections per client address (0 = no cap; a trusted
+    # proxy is exempt, it carries many clients).
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    body_idle_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_connections_per_client: int = Field(default=64, ge=0)
+    # `--workers N`: uvicorn's supervisor restarts a worker that does not answer its ping within
+    # this time; its default (5 s) kills healthy workers that are busy grading on a loaded machine.
+    worker_healthcheck_seconds: int = Field(default=60, ge=1)
 
     ui_enabled: bool = True
     # Where the mounted UI sends its API calls; empty = this server on loopback (host/port above).
@@ -196,6 +213,23 @@ class Settings(BaseSettings):
         parse_auth_tokens(value)  # raises with the entry at fault
         return value
 
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies_are_addresses(cls, value: str) -> str:
+        # uvicorn would take a typo for a literal host name that never matches: refuse it instead.
+        entries = [h.strip() for h in value.split(",") if h.strip()]
+        if entries == ["*"]:
+            return value
+        for entry in entries:
+            try:
+                ipaddress.ip_network(entry)  # an address is a one-address network
+            except ValueError as exc:
+                raise ConfigError(
+                    f"SPARRING_FORWARDED_ALLOW_IPS: {entry!r} is not an IP address or network "
+                    "(e.g. 172.30.0.10 or 172.30.0.0/24; '*' alone trusts every peer)"
+                ) from exc
+        return value
+
     @field_validator("ui_token")
     @classmethod
     def _ui_token_is_real(cls, value: str) -> str:
@@ -206,6 +240,10 @@ class Settings(BaseSettings):
     @property
     def tokens(self) -> dict[str, str]:
         return parse_auth_tokens(self.auth_tokens)
+
+    @property
+    def trusted_proxies(self) -> list[str]:
+        return [h.strip() for h in self.forwarded_allow_ips.split(",") if h.strip()]
 
     @property
     def extra_hosts(self) -> frozenset[str]:

@@ -14,6 +14,10 @@ from collections.abc import Callable
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from uvicorn.supervisors import Multiprocess
+
+from server.api.connection_guard import server_config
+from server.config import Settings
 
 
 class AnnouncingServer(uvicorn.Server):
@@ -46,21 +50,26 @@ def _expected_cancellation(record: logging.LogRecord) -> bool:
 
 
 def serve_app(
-    app: FastAPI,
-    host: str,
-    port: int,
-    grace_seconds: float,
-    on_ready: Callable[[], None],
-    on_stop: Callable[[], None],
+    app: FastAPI, settings: Settings, on_ready: Callable[[], None], on_stop: Callable[[], None]
 ) -> None:
     """Serve in this process until SIGINT/SIGTERM. Open connections (a browser tab keeps Gradio's
-    event stream open) get `grace_seconds` to finish, then are cancelled."""
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=grace_seconds
-    )
+    event stream open) get `settings.shutdown_grace_seconds` to finish, then are cancelled."""
+    config = server_config(app, settings)
     # uvicorn re-raises the Ctrl+C it handled once it has shut down; the shutdown is done by then.
     with contextlib.suppress(KeyboardInterrupt):
         AnnouncingServer(config, on_ready, on_stop).run()
+
+
+def serve_workers(settings: Settings) -> None:
+    """`--workers N`: uvicorn's supervisor and N worker processes, each building its app from the
+    environment (server/asgi.py), with the same configuration as one process. This is what
+    `uvicorn.run(..., workers=N)` does, with our Config (uvicorn.run builds its own)."""
+    config = server_config(
+        "server.asgi:create_worker_app", settings, factory=True, workers=settings.workers
+    )
+    sock = config.bind_socket()
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(config, sockets=[sock]).run()
 
 
 def local_url(host: str, port: int) -> str:

@@ -46,8 +46,21 @@ def _under(path: str, prefix: str) -> bool:
 
 
 def _loopback_client(scope: Scope) -> bool:
+    """The client is on this machine. `client` is the TCP peer, or the address a trusted proxy
+    (SPARRING_FORWARDED_ALLOW_IPS) forwarded for; X-Forwarded-For from any other peer is ignored
+    by the server (server/api/connection_guard.py). A request that still names another address
+    in a forwarding header came through some proxy on this machine: not a local browser."""
     client = scope.get("client")
-    return bool(client) and str(client[0]).startswith(_LOOPBACK_CLIENTS)
+    if not (client and str(client[0]).startswith(_LOOPBACK_CLIENTS)):
+        return False
+    headers = Headers(scope=scope)
+    named = [a for v in headers.getlist("x-forwarded-for") for a in v.split(",")]
+    for value in headers.getlist("forwarded"):
+        for part in value.replace(",", ";").split(";"):
+            key, _, address = part.strip().partition("=")
+            if key.strip().lower() == "for":
+                named.append(address.strip().strip('"').strip("[]"))
+    return all(a.strip().startswith(_LOOPBACK_CLIENTS) for a in named)
 
 
 def has_lone_surrogate(value: object) -> bool:

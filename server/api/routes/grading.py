@@ -7,9 +7,11 @@ from typing import Annotated, Literal, TypeVar
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
 from server.api.auth import current_user
 from server.api.errors import ApiError, busy, not_found
+from server.api.routes.questions import withheld_by
 from server.grading.models import Grade, GraderChoice
 from server.grading.service import GraderUnavailable
 from server.services import Services
@@ -48,6 +50,10 @@ async def grade_answer(request: Request, body: GradeRequest, user: User) -> Grad
     entry = svc.bank.get(body.question_id)
     if entry is None:
         raise not_found("question", body.question_id)
+    # A grade carries the reference answer (and its code): for a current or planned question of
+    # the user's running interview it is left out, as the session itself does while a probe is
+    # pending (docs/security.md, issue #24). The grading stays available.
+    withheld = await run_in_threadpool(withheld_by, svc, user, entry.id)
 
     retry = svc.grading.rate.admit(user, entry.id)
     if retry is not None:
@@ -65,4 +71,9 @@ async def grade_answer(request: Request, body: GradeRequest, user: User) -> Grad
         except GraderUnavailable as exc:
             raise ApiError(422, "grader_unavailable", str(exc)) from exc
 
-    return await run_queued(request, user, job)
+    grade = await run_queued(request, user, job)
+    if withheld is not None:
+        grade = grade.model_copy(
+            update={"reference_answer": "", "flags": [*grade.flags, "reference_withheld"]}
+        )
+    return grade

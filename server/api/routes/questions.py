@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from server.api.auth import current_user
 from server.api.errors import ApiError, not_found
 from server.corpus.schema import QuestionEntry, QuestionType
+from server.interview.withheld import WITHHELD_MESSAGE, withholding_session
 from server.retrieval.ranker import Match
 from server.retrieval.search import SearchFilters
 from server.services import Services
@@ -51,6 +52,23 @@ class SearchResponse(BaseModel):
 
 def services(request: Request) -> Services:
     return request.app.state.services
+
+
+def withheld_by(svc: Services, user: str, entry_id: str) -> str | None:
+    """The running session of `user` whose current or planned question `entry_id` is, if any
+    (server/interview/withheld.py). Blocking I/O: call it off the event loop."""
+    with svc.database.session() as db:
+        return withholding_session(db, user, entry_id)
+
+
+def check_not_withheld(svc: Services, user: str, entry_id: str) -> None:
+    """403 when `entry_id` is the current or a planned question of `user`'s running interview:
+    its rubric would give the answer away."""
+    session_id = withheld_by(svc, user, entry_id)
+    if session_id is not None:
+        raise ApiError(
+            403, "rubric_withheld", WITHHELD_MESSAGE.format(id=entry_id, session=session_id)
+        )
 
 
 def public_entry(entry: QuestionEntry, with_rubric: bool = False) -> dict[str, Any]:
@@ -111,11 +129,18 @@ def search_questions(
 
 
 @router.get("/{question_id}")
-def get_question(request: Request, question_id: str, rubric: bool = False) -> dict[str, Any]:
+def get_question(
+    request: Request,
+    question_id: str,
+    user: Annotated[str, Depends(current_user)],
+    rubric: bool = False,
+) -> dict[str, Any]:
     svc = services(request)
     entry = svc.bank.get(question_id)
     if entry is None:
         raise not_found("question", question_id)
+    if rubric:
+        check_not_withheld(svc, user, entry.id)
     contract = svc.grading.coding_contract(entry.id)
     # `coding`: the function a code answer should define (its hidden tests are never exposed).
     return {

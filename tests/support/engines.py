@@ -16,6 +16,11 @@ from pathlib import Path
 
 import httpx
 
+# Ceilings for the engines' start-up on a loaded machine (load average 10 on 2 cores): waits are
+# condition-based, these only stop a start that will never succeed.
+PG_START_CEILING = 600.0
+CHROMA_START_CEILING = 600.0
+
 
 @contextmanager
 def postgres_server() -> Iterator[str]:
@@ -24,6 +29,22 @@ def postgres_server() -> Iterator[str]:
     with warnings.catch_warnings():  # platformdirs: "XDG_RUNTIME_DIR is not set" under CI
         warnings.simplefilter("ignore")
         import pgserver  # dev extra: a pip-installed PostgreSQL (initdb, postgres, pg_ctl)
+        import pgserver.postgres_server as pg_module
+
+    # pgserver gives `pg_ctl -w start` a fixed 10 s, which a busy CI machine exceeds; pg_ctl
+    # itself waits for the server to be ready, so give it a generous ceiling instead.
+    pg_ctl = pg_module.pg_ctl
+    if not getattr(pg_ctl, "generous", False):
+
+        def patient_pg_ctl(args: list[str], **kwargs: object) -> str:
+            if "timeout" in kwargs:
+                kwargs["timeout"] = max(float(kwargs["timeout"]), PG_START_CEILING)  # type: ignore[arg-type]
+                if "-w" in args and "-t" not in args:
+                    args = ["-t", str(int(PG_START_CEILING)), *args]
+            return pg_ctl(args, **kwargs)
+
+        patient_pg_ctl.generous = True  # type: ignore[attr-defined]
+        pg_module.pg_ctl = patient_pg_ctl
 
     # Its own dir under /tmp, not pytest's: as root, pgserver runs postgres as a `pgserver` user
     # that must traverse every parent, and pytest keeps its tree private (0700).
@@ -56,12 +77,12 @@ def chroma_server(path: Path, port: int) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + CHROMA_START_CEILING
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"chroma run exited ({proc.returncode}); see {log.name}")
             try:
-                if httpx.get(f"{url}/api/v2/heartbeat", timeout=2).status_code == 200:
+                if httpx.get(f"{url}/api/v2/heartbeat", timeout=10).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass

@@ -33,8 +33,9 @@ ANSWER_CUT_MARK = "\n[… answer cut to fit the model's context …]"
 _TAG_RE = re.compile(r"<\s*/?\s*candidate_answer\s*>", re.IGNORECASE)
 _CJK_CHAR_RE = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 _LATIN_WORD_RE = re.compile(r"[A-Za-z]{2,}")
+# Possessive blanks (and no start inside a blank run): `\s*#?\s*` gave blanks back and forth.
 _POSITION_RE = re.compile(
-    r"(?:key\s*point|point|kp|item|misconception|no\.?)?\s*#?\s*(\d{1,2})[.)]?", re.I
+    r"(?<!\s)(?:key\s*+point|point|kp|item|misconception|no\.?)?\s*+#?\s*+(\d{1,2})[.)]?", re.I
 )
 # (?<!\s): a match starts where the blanks start, not at every blank of a long run (linear).
 _ELLIPSIS_RE = re.compile(r"(?<!\s)\s*(?:\.{3,}|…+)\s*")

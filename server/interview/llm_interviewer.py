@@ -33,7 +33,9 @@ LEAK_NGRAM = 5  # units (a latin word or a CJK character) in a row shared with a
 _UNIT_RE = re.compile(r"[a-z0-9_]+|[\u3400-\u9fff]")
 _TAG_RE = re.compile(r"<\s*/?\s*candidate_(?:answer|question)\s*>", re.IGNORECASE)
 _GRADING_RE = re.compile(
-    r"\d+(?:\.\d+)?\s*/\s*10\b|\d+(?:\.\d+)?\s*分(?!钟|布|类|组|母|子|量|段|支|开|别|析)|得分|打分|"
+    # (?<!\d) and possessive digits: a long run of digits is read once, not from every digit.
+    r"(?<!\d)\d++(?:\.\d++)?\s*+/\s*+10\b|(?<!\d)\d++(?:\.\d++)?\s*+分(?!钟|布|类|组|母|子|量|段|支|开|别|析)|"
+    r"得分|打分|"
     r"\bscore\b|\bgrade[ds]?\b|答对了|答错了|回答正确|回答错误|完全正确|"
     r"\b(?:correct|incorrect|wrong)\b",
     re.IGNORECASE,
@@ -80,7 +82,8 @@ def leaks(reply: str, secrets: list[str], allowed: list[str], n: int = LEAK_NGRA
     return False
 
 
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# A block never runs over the next <think>: unclosed tags are each read once (linear), not to the end.
+_THINK_RE = re.compile(r"<think>(?:(?!<think>).)*?</think>", re.DOTALL | re.IGNORECASE)
 
 
 def clean_line(text: str) -> str:

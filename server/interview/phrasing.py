@@ -86,7 +86,8 @@ def secrets_of(entry: QuestionEntry) -> list[str]:
 
 # Bank questions often end with rephrasings ("变体：1. … 2. …") kept for search; an interviewer
 # asks the question once.
-_VARIANTS = re.compile(r"\s*(?:变体|Variants?)\s*[:：]")
+# (?<!\s): a match starts where the blanks start, not at every blank of a long run (linear).
+_VARIANTS = re.compile(r"(?<!\s)\s*(?:变体|Variants?)\s*[:：]")
 _SENTENCE = re.compile(r"[^？?。；;！!]+[？?。；;！!]*")
 _TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]+")
 QUESTION_KEYS = ("first_question", "question", "followup")

@@ -54,10 +54,12 @@ def weak_session(url: str, language: str, questions: int = 2) -> str:
         sid = r.json()["id"]
         for _ in range(3 * questions):
             body = c.post(f"/api/sessions/{sid}/answers", json={"answer": WEAK}).json()
-            if body["next"]["kind"] == "end":
+            if body.get("next", {}).get("kind", "end") == "end":
                 break
             if body["next"]["kind"] == "probe":
-                c.post(f"/api/sessions/{sid}/skip")
+                skipped = c.post(f"/api/sessions/{sid}/skip").json()
+                if skipped.get("next", {}).get("kind", "end") == "end":
+                    break
         c.post(f"/api/sessions/{sid}/end")
     return sid
 

@@ -105,8 +105,10 @@ document.addEventListener('keydown', function (e) {
   const codeText = (el) => Array.from(el.querySelectorAll('.cm-line')).map((l) => l.textContent).join('\n');
   let restored = false;
   setInterval(function () {
-    const note = document.querySelector('#filter-note');
-    if (!note || !/\d/.test(note.innerText)) return;  // the page's first load has not finished
+    // A session is on screen once the page's load has drawn its clock (◷ …); before that there is
+    // nothing to put a draft back into, and the boxes are not the candidate's yet.
+    const clock = document.querySelector('#countdown');
+    if (!clock || !clock.textContent.trim()) return;
     const a = answerBox(), c = codeBox();
     if (!restored) {
       restored = true;

@@ -61,7 +61,9 @@ class Services:
         )
 
     def _concept_names(self) -> dict[str, str]:
-        return {c: concept.canonical for c, concept in self.glossary.concepts.items()}
+        from server.retrieval.search import concept_names
+
+        return concept_names(self.glossary, self.bank)
 
     def _index_digest(self) -> str:
         name = self.embedder.name
@@ -122,7 +124,7 @@ class Services:
 
     @cached_property
     def grading(self) -> GradingService:
-        return GradingService(self.settings, self.code_grader)
+        return GradingService(self.settings, self.code_grader, self.bank)
 
     @cached_property
     def database(self) -> Database:

@@ -4,6 +4,8 @@ top hit's `relevance` separates queries the bank cannot answer (no-match AUC).
 Case files are JSONL, one query a line, in either form:
   {"q": query, "expect": [substrings of the right entry's text]}   (the shared eval format)
   {"q": query, "ids": [entry ids]}      an empty "ids" list marks a query the bank has no entry for
+Optional fields: "source" (where a real candidate's wording comes from), "pending" (the query's
+topic waits for entries not in the bank yet: such a case is skipped everywhere until labelled).
 Every case belongs to a split, "train" or "test", fixed by a hash of its query text (or an explicit
 "split" field): about 30% is test. Only train cases may be used to fit or tune anything
 (`sparring eval fit-ranker`); test is reported, never tuned on.
@@ -59,8 +61,11 @@ class RetrievalScores:
     recall_at_5: float
     mrr_at_10: float
     by_language: dict[str, tuple[int, float, float]]  # lang -> (queries, recall@5, MRR@10)
-    no_match_auc: float | None  # v2 only, when the set has both kinds of query
+    no_match_auc: float | None  # ranked modes only, when the set has both kinds of query
     misses: list[str]
+    said_none: float | None = None  # ranked modes: share of answerable queries told `none`
+    no_match_said_none: float | None = None  # share of no-match queries told `none`
+    by_language_full: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 def _norm(text: str) -> str:
@@ -83,6 +88,8 @@ def load_cases(path: Path) -> list[RetrievalCase]:
             raise ValueError(f"{path.name}:{n}: each case needs 'q' and 'expect' or 'ids'")
         if "expect" in row and not row["expect"]:
             raise ValueError(f"{path.name}:{n}: 'expect' must not be empty (use \"ids\": [])")
+        if row.get("pending"):
+            continue  # its entries are not in the bank yet: neither answerable nor a no-match
         split = row.get("split") or split_of(query)
         if split not in ("train", "test"):
             raise ValueError(f"{path.name}:{n}: split must be train or test")
@@ -125,21 +132,34 @@ def evaluate(
     r1 = r5 = mrr = 0.0
     matched = 0
     misses = []
-    top_matched: list[float] = []
-    top_none: list[float] = []
+    top_matched: list[tuple[str, float]] = []
+    top_none: list[tuple[str, float]] = []
+    said_none: list[tuple[str, bool]] = []  # (language, told none) per answerable query
+    none_said_none: list[tuple[str, bool]] = []
+    hit1: dict[str, list[bool]] = {}
+    ranked = mode in (SearchMode.v2, SearchMode.v3)
     for case in cases:
-        hits = searcher.search(case.query, k=10, mode=mode)
+        if ranked:
+            outcome = searcher.find(case.query, k=10, mode=mode)
+            hits, verdict = outcome.hits, outcome.match.value
+        else:
+            hits, verdict = searcher.search(case.query, k=10, mode=mode), None
         top = hits[0].relevance if hits and hits[0].relevance is not None else None
+        # a query with no candidate at all is told `none`: it ranks below every scored query
+        score = top if top is not None else -1.0
         if case.no_match:
-            if top is not None:
-                top_none.append(top)
+            if ranked:
+                top_none.append((case.language, score))
+                none_said_none.append((case.language, verdict == "none"))
             continue
-        if top is not None:
-            top_matched.append(top)
+        if ranked:
+            top_matched.append((case.language, score))
+            said_none.append((case.language, verdict == "none"))
         matched += 1
         relevant = case.relevant(bank)
         rank = next((n for n, h in enumerate(hits, start=1) if h.entry.id in relevant), None)
         r1 += rank == 1
+        hit1.setdefault(case.language, []).append(rank == 1)
         in5 = rank is not None and rank <= 5
         r5 += in5
         rr = 1.0 / rank if rank is not None else 0.0
@@ -152,6 +172,27 @@ def evaluate(
         lang: (len(v), sum(x for x, _ in v) / len(v), sum(y for _, y in v) / len(v))
         for lang, v in sorted(per_lang.items())
     }
+
+    def share(pairs: list[tuple[str, bool]], lang: str | None = None) -> float | None:
+        xs = [x for lg, x in pairs if lang is None or lg == lang]
+        return sum(xs) / len(xs) if xs else None
+
+    full: dict[str, dict[str, float | None]] = {}
+    for lang in sorted(set(per_lang) | {lg for lg, _ in top_none}):
+        v = per_lang.get(lang, [])
+        full[lang] = {
+            "queries": float(len(v)),
+            "no_match_queries": float(sum(lg == lang for lg, _ in top_none)),
+            "recall_at_1": sum(hit1.get(lang, [])) / len(v) if v else None,
+            "recall_at_5": sum(x for x, _ in v) / len(v) if v else None,
+            "mrr_at_10": sum(y for _, y in v) / len(v) if v else None,
+            "said_none": share(said_none, lang),
+            "no_match_auc": auc(
+                [s for lg, s in top_matched if lg == lang], [s for lg, s in top_none if lg == lang]
+            )
+            if ranked
+            else None,
+        }
     return RetrievalScores(
         mode.value,
         matched,
@@ -159,6 +200,9 @@ def evaluate(
         r5 / n,
         mrr / n,
         by_language,
-        auc(top_matched, top_none),
+        auc([s for _, s in top_matched], [s for _, s in top_none]) if ranked else None,
         misses,
+        share(said_none) if ranked else None,
+        share(none_said_none) if ranked else None,
+        full,
     )

@@ -1,4 +1,4 @@
-"""Search v2's learned ranker: per (query, entry) features -> calibrated relevance in [0, 1].
+"""Search's learned ranker: per (query, entry) features -> calibrated relevance in [0, 1].
 
 A logistic regression over a handful of features (dense cosine with and without glossary expansion,
 BM25 over each entry's parts, glossary concept overlap, ...). Its probability is both the ranking
@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-MODEL_PATH = Path(__file__).with_name("ranker.json")
+MODEL_PATH = Path(__file__).with_name("ranker.json")  # v3, the served pipeline
+MODEL_PATH_V2 = Path(__file__).with_name("ranker_v2.json")  # v2, kept for comparison
 
-FEATURES = (
+FEATURES_V2 = (
     "dense",  # best cosine between the query and any of the entry's documents (parts included)
     "dense_expanded",  # the same for the query with glossary names appended
     "dense_gap",  # dense_expanded minus the best dense_expanded of any entry (0 for the top one)
@@ -33,6 +34,16 @@ FEATURES = (
     "dense_rank",  # 1 / rank by dense_expanded
     "bm25_rank",  # 1 / rank by bm25_part
     "breadth",  # log(1 + number of parts): breadth alone should not win
+)
+# v3 adds what tells a question from a neighbouring field apart from an RL one: the query's words
+# the bank never uses, and its specific concepts no entry (or not this entry) names.
+FEATURES = (
+    *FEATURES_V2,
+    "unknown_share",  # share of the query's content tokens that occur nowhere in the bank
+    "coverage_strict",  # bm25_coverage with unknown tokens weighted like the rarest known token
+    "concepts_missing_share",  # share of the query's specific concepts that no bank entry names
+    "concepts_uncovered",  # number of the query's specific concepts this entry does not name
+    "top_dense",  # the best dense_expanded of any entry: how close the bank gets at all
 )
 
 
@@ -63,7 +74,7 @@ class RankerModel:
 
     def to_json(self) -> dict:
         return {
-            "features": list(FEATURES),
+            "features": list(FEATURES if len(self.weights) == len(FEATURES) else FEATURES_V2),
             "weights": [round(float(w), 6) for w in self.weights],
             "bias": round(self.bias, 6),
             "mean": [round(float(m), 6) for m in self.mean],
@@ -77,9 +88,9 @@ class RankerModel:
         path.write_text(json.dumps(self.to_json(), indent=1, ensure_ascii=False) + "\n")
 
     @classmethod
-    def load(cls, path: Path = MODEL_PATH) -> RankerModel:
+    def load(cls, path: Path = MODEL_PATH, features: tuple[str, ...] = FEATURES) -> RankerModel:
         data = json.loads(path.read_text())
-        if tuple(data["features"]) != FEATURES:
+        if tuple(data["features"]) != features:
             raise ValueError(
                 f"{path.name} was fitted on other features; refit: sparring eval fit-ranker"
             )
@@ -94,12 +105,12 @@ class RankerModel:
         )
 
     @classmethod
-    def untrained(cls) -> RankerModel:
+    def untrained(cls, features: tuple[str, ...] = FEATURES) -> RankerModel:
         """Hand weights used only to produce the first training features (never served)."""
-        w = np.zeros(len(FEATURES))
-        w[FEATURES.index("dense_expanded")] = 3.0
-        w[FEATURES.index("bm25_part")] = 1.0
-        return cls(w, 0.0, np.zeros(len(FEATURES)), np.ones(len(FEATURES)), 0.9, 0.5, {})
+        w = np.zeros(len(features))
+        w[features.index("dense_expanded")] = 3.0
+        w[features.index("bm25_part")] = 1.0
+        return cls(w, 0.0, np.zeros(len(features)), np.ones(len(features)), 0.9, 0.5, {})
 
 
 def breadth(parts: int) -> float:

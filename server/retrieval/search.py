@@ -1,13 +1,16 @@
 """Question search.
 
-`v2` (the default): glossary query expansion on both sides, entries scored by their best-matching
-part, a learned ranker giving each result a calibrated `relevance` and the query a `match`
-(server/retrieval/ranker.py). `bm25`, `dense` and `hybrid` (reciprocal-rank fusion, the v1 search)
-stay for comparison in `sparring eval retrieval`.
+`v3` (the default): glossary query expansion on both sides with the bank's own words for each
+concept (a Latin term in a Chinese question reaches the Chinese entries), entries scored by their
+best-matching part, a learned ranker giving each result a calibrated `relevance` and the query a
+`match` (server/retrieval/ranker.py), with features that recognise questions from neighbouring
+fields. `v2` (the previous ranker, frozen in ranker_v2.json), `bm25`, `dense` and `hybrid`
+(reciprocal-rank fusion, the v1 search) stay for comparison in `sparring eval retrieval`.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
@@ -20,8 +23,15 @@ from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
 from server.retrieval.documents import SearchDocument, headline, lexical_text
 from server.retrieval.glossary import Glossary
-from server.retrieval.ranker import FEATURES, Match, RankerModel, breadth
-from server.retrieval.tokenize import tokenize
+from server.retrieval.ranker import (
+    FEATURES,
+    FEATURES_V2,
+    MODEL_PATH_V2,
+    Match,
+    RankerModel,
+    breadth,
+)
+from server.retrieval.tokenize import normalise, tokenize
 
 if TYPE_CHECKING:  # chromadb loads with the store, when a search first needs it
     from server.retrieval.vector_store import VectorStore
@@ -38,6 +48,44 @@ V2_CANDIDATES = 40
 EXPANSION_WEIGHT = 0.8
 # How far a query's vector moves towards the mean embedding of the glossary concepts it names.
 CONCEPT_PULL = 0.5
+# v3: how many of the bank's own forms of a concept a query is expanded with (besides its
+# canonical names), and the least length of a content token (CJK) counted as a word.
+BANK_FORMS = 2
+
+
+V3_SUFFIX = "@v3"
+
+
+def _units(e: QuestionEntry) -> list[tuple[str, str]]:
+    """(sub-question id or "", text) of each part an entry is scored by: its headline (the whole
+    question when it has no parts) and each sub-question."""
+    if e.subquestions:
+        head = f"{e.topic} {headline(e.text, 120)} {headline(e.text_en, 300)}"
+    else:
+        head = f"{e.topic} {e.text} {e.text_en}"
+    return [("", head)] + [(sq.id, f"{e.topic} {sq.text} {sq.text_en}") for sq in e.subquestions]
+
+
+def bank_forms(glossary: Glossary, texts: list[str]) -> dict[str, list[str]]:
+    """Concept id -> the forms the bank's questions use for it, most used first."""
+    counts: dict[str, Counter] = {}
+    for text in texts:
+        for cid, forms in glossary.find(text).items():
+            counts.setdefault(cid, Counter()).update(forms)
+    return {c: [f for f, _ in n.most_common()] for c, n in counts.items()}
+
+
+def concept_names(glossary: Glossary, forms: dict[str, list[str]] | QuestionBank) -> dict[str, str]:
+    """The texts embedded as concept query vectors (at ingest): each concept's canonical name
+    (v2) and, under "<id>@v3", that name with the bank's own most used words for it."""
+    if isinstance(forms, QuestionBank):
+        forms = bank_forms(glossary, [text for e in forms for _, text in _units(e)])
+    named = {}
+    for c, concept in glossary.concepts.items():
+        named[c] = concept.canonical
+        extra = forms.get(c, [])[:BANK_FORMS]
+        named[c + V3_SUFFIX] = " / ".join(dict.fromkeys([concept.canonical, *extra]))
+    return named
 
 
 class _Bm25Matrix:
@@ -76,6 +124,7 @@ class _Bm25Matrix:
 
 
 class SearchMode(StrEnum):
+    v3 = "v3"
     v2 = "v2"
     hybrid = "hybrid"
     bm25 = "bm25"
@@ -123,6 +172,7 @@ class QuestionSearcher:
         rrf_k: int = 60,
         glossary: Glossary | None = None,
         ranker: RankerModel | None = None,
+        ranker_v2: RankerModel | None = None,
     ) -> None:
         self._bank = bank
         self._docs = docs
@@ -138,9 +188,10 @@ class QuestionSearcher:
         self._bm25 = _Bm25Matrix([list(tokenize(d.text)) or ["∅"] for d in docs] + self._lex_tokens)
         self.glossary = glossary or Glossary([])
         self.ranker = ranker or RankerModel.load()
-        self._concept_vecs: dict[str, np.ndarray] | None = None
-        self._concept_vectors()  # at start-up, not in the first user's search
+        self.ranker_v2 = ranker_v2 or RankerModel.load(MODEL_PATH_V2, FEATURES_V2)
+        self._concept_vecs: dict[tuple[str, bool], np.ndarray] | None = None
         self._setup_v2()
+        self._concept_vectors()  # at start-up, not in the first user's search
 
     def _setup_v2(self) -> None:
         """v2 indexes: BM25 over each entry's parts (headline / sub-questions / the whole of a
@@ -149,14 +200,8 @@ class QuestionSearcher:
         self._entry_pos = {e.id: i for i, e in enumerate(self._entries)}
         unit_entry, unit_sub, unit_texts = [], [], []
         for i, e in enumerate(self._entries):
-            if e.subquestions:
-                head = f"{e.topic} {headline(e.text, 120)} {headline(e.text_en, 300)}"
-            else:
-                head = f"{e.topic} {e.text} {e.text_en}"
-            unit_entry.append(i), unit_sub.append(""), unit_texts.append(head)
-            for sq in e.subquestions:
-                unit_entry.append(i), unit_sub.append(sq.id)
-                unit_texts.append(f"{e.topic} {sq.text} {sq.text_en}")
+            for sub_id, text in _units(e):
+                unit_entry.append(i), unit_sub.append(sub_id), unit_texts.append(text)
         self._unit_entry = np.asarray(unit_entry)
         self._entry_units = [
             np.flatnonzero(self._unit_entry == i) for i in range(len(self._entries))
@@ -170,6 +215,20 @@ class QuestionSearcher:
         self._bank_concepts = frozenset().union(*self._entry_concepts)
         self._entry_parts = np.asarray([len(e.subquestions) for e in self._entries])
         self._lex_bm25 = _Bm25Matrix(self._lex_tokens)  # self._entries is the bank's order
+        self._bank_vocab = frozenset(t for toks in self._lex_tokens for t in toks)
+        self._max_idf = max((self._unit_bm25.idf(t) for t in self._bank_vocab), default=1.0)
+        # The bank's own words for each concept, most used first: what a query's concept is
+        # expanded with, whatever form the query used (critic -> 价值模型, value model).
+        self._bank_forms = bank_forms(self.glossary, unit_texts)
+        self._expansion_forms = {
+            c: [f for f in forms if f.isascii()][:BANK_FORMS]
+            + [f for f in forms if not f.isascii()][:BANK_FORMS]
+            for c, forms in self._bank_forms.items()
+        }
+        self._bank_zh = {
+            c: next((f for f in forms if not any("a" <= ch <= "z" for ch in f)), "")
+            for c, forms in self._bank_forms.items()
+        }
 
     def _bm25_ranking(self, query: str) -> list[tuple[str, float]]:
         tokens = list(tokenize(query))
@@ -196,10 +255,10 @@ class QuestionSearcher:
         query: str,
         k: int = 5,
         filters: SearchFilters | None = None,
-        mode: SearchMode = SearchMode.v2,
+        mode: SearchMode = SearchMode.v3,
     ) -> list[SearchHit]:
-        if mode == SearchMode.v2:
-            return self.find(query, k, filters).hits
+        if mode in (SearchMode.v3, SearchMode.v2):
+            return self.find(query, k, filters, mode).hits
         filters = filters or SearchFilters()
         rankings: list[list[tuple[str, str, float]]] = []
         if mode in (SearchMode.hybrid, SearchMode.bm25):
@@ -234,15 +293,25 @@ class QuestionSearcher:
     # ---- v2 ------------------------------------------------------------------------------
 
     def candidates(
-        self, query: str, filters: SearchFilters | None = None
+        self, query: str, filters: SearchFilters | None = None, v3: bool = True
     ) -> tuple[list[str], list[str], np.ndarray, np.ndarray]:
         """The entries worth scoring for a query, among those the filters accept: (entry ids, best
-        sub-question ids, the ranker's feature matrix in FEATURES order, each one's rank-fusion
-        score)."""
+        sub-question ids, the ranker's feature matrix in FEATURES order (FEATURES_V2 for v2),
+        each one's rank-fusion score)."""
         expansion = self.glossary.expand(query)
         q_tokens = list(tokenize(query))
         own = set(q_tokens)
-        extra = [t for t in dict.fromkeys(tokenize(expansion.extra_text)) if t not in own]
+        extra_text = expansion.extra_text
+        if v3:  # also the bank's own words for the query's concepts, in both scripts
+            norm = normalise(query)
+            bank_words = [
+                f
+                for c in sorted(expansion.concepts)
+                for f in self._expansion_forms.get(c, [])
+                if f not in norm
+            ]
+            extra_text = " ; ".join([extra_text, *bank_words])
+        extra = [t for t in dict.fromkeys(tokenize(extra_text)) if t not in own]
         tokens = q_tokens + extra
         weights = [1.0] * len(q_tokens) + [EXPANSION_WEIGHT] * len(extra)
         n = len(self._entries)
@@ -258,11 +327,14 @@ class QuestionSearcher:
         # Dense: the query with English names after its Chinese terms, and that vector moved
         # towards the embeddings of its concepts' bilingual names (precomputed: no second pass
         # through the encoder).
-        vector = self._store.embed_queries([self.glossary.annotate(query)])[0]
+        annotated = (
+            self.glossary.annotate_v3(query, self._bank_zh) if v3 else self.glossary.annotate(query)
+        )
+        vector = self._store.embed_queries([annotated])[0]
         plain, plain_sub = self._dense_by_entry(vector)
         if expansion.concepts:
             names = self._concept_vectors()
-            pull = np.mean([names[c] for c in sorted(expansion.concepts)], axis=0)
+            pull = np.mean([names[(c, v3)] for c in sorted(expansion.concepts)], axis=0)
             moved = vector + CONCEPT_PULL * pull
             expanded, expanded_sub = self._dense_by_entry(moved / np.linalg.norm(moved))
         else:
@@ -285,7 +357,25 @@ class QuestionSearcher:
         idf = {t: self._unit_bm25.idf(t) for t in own}
         idf_total = sum(idf.values()) or 1.0
         q_concepts = self.glossary.specific(expansion.concepts)
+        # v3: a query word that belongs to a glossary term counts as covered by a part that names
+        # the term's concept in any form (critic is covered by "价值模型").
+        token_concepts: dict[str, set[str]] = {}
+        if v3:
+            for cid, forms in self.glossary.find(query).items():
+                for form in forms:
+                    for tok in tokenize(form):
+                        token_concepts.setdefault(tok, set()).add(cid)
         missing = float(bool(q_concepts - self._bank_concepts))
+        # v3: words the bank never uses weigh like its rarest ones (a question about a
+        # neighbouring field is mostly such words), and concepts no entry names.
+        content = [t for t in own if len(t) >= 2 or t.isascii()]
+        unknown = [t for t in content if t not in self._bank_vocab]
+        unknown_share = len(unknown) / len(content) if content else 0.0
+        strict = {t: (idf[t] if t in self._bank_vocab else self._max_idf) for t in content}
+        strict_total = sum(strict.values()) or 1.0
+        missing_share = (
+            len(q_concepts - self._bank_concepts) / len(q_concepts) if q_concepts else 0.0
+        )
         top_part = float(part.max()) or 1.0
         top_lex = float(lexical.max()) or 1.0
         top_dense = float(expanded.max())
@@ -294,7 +384,12 @@ class QuestionSearcher:
         subs = []
         for i in chosen:
             u = int(best_unit[i])
-            covered = sum(w for t, w in idf.items() if t in self._unit_tokens[u]) / idf_total
+            unit_tokens, unit_concepts = self._unit_tokens[u], self._unit_concepts[u]
+
+            def has(tok: str, unit_tokens=unit_tokens, unit_concepts=unit_concepts) -> bool:
+                return tok in unit_tokens or bool(token_concepts.get(tok, set()) & unit_concepts)
+
+            covered = sum(w for t, w in idf.items() if has(t)) / idf_total
             if q_concepts:
                 overlap = max(
                     len(q_concepts & self._unit_concepts[j]) for j in self._entry_units[i]
@@ -302,25 +397,34 @@ class QuestionSearcher:
                 overlap_entry = len(q_concepts & self._entry_concepts[i]) / len(q_concepts)
             else:
                 overlap = overlap_entry = 0.0
-            rows.append(
-                (
-                    plain[i],
-                    expanded[i],
-                    expanded[i] - top_dense,
-                    part[i] / top_part,
-                    covered,
-                    lexical[i] / top_lex,
-                    overlap,
-                    overlap_entry,
-                    missing,
-                    float(not q_concepts),
-                    1.0 / dense_rank[i],
-                    1.0 / bm25_rank[i],
-                    breadth(int(self._entry_parts[i])),
-                )
+            row = (
+                plain[i],
+                expanded[i],
+                expanded[i] - top_dense,
+                part[i] / top_part,
+                covered,
+                lexical[i] / top_lex,
+                overlap,
+                overlap_entry,
+                missing,
+                float(not q_concepts),
+                1.0 / dense_rank[i],
+                1.0 / bm25_rank[i],
+                breadth(int(self._entry_parts[i])),
             )
+            if v3:
+                strict_cov = sum(w for t, w in strict.items() if has(t))
+                row += (
+                    unknown_share,
+                    strict_cov / strict_total,
+                    missing_share,
+                    float(len(q_concepts - self._entry_concepts[i])),
+                    top_dense,
+                )
+            rows.append(row)
             subs.append(expanded_sub.get(i) or plain_sub.get(i) or self._unit_sub[u])
-        features = np.asarray(rows, dtype=float).reshape(len(rows), len(FEATURES))
+        width = len(FEATURES) if v3 else len(FEATURES_V2)
+        features = np.asarray(rows, dtype=float).reshape(len(rows), width)
         fusion = np.asarray(
             [
                 BM25_WEIGHT / (self._rrf_k + bm25_rank[i])
@@ -330,12 +434,17 @@ class QuestionSearcher:
         )
         return [self._entries[i].id for i in chosen], subs, features, fusion
 
-    def _concept_vectors(self) -> dict[str, np.ndarray]:
-        """Each glossary concept's canonical bilingual name, embedded once per searcher."""
+    def _concept_vectors(self) -> dict[tuple[str, bool], np.ndarray]:
+        """Each glossary concept's canonical bilingual name (v2) and that name with the bank's own
+        words for it (v3), as query vectors: (concept id, v3) -> vector."""
         if self._concept_vecs is None:
-            named = {c: concept.canonical for c, concept in self.glossary.concepts.items()}
+            named = concept_names(self.glossary, self._bank_forms)
             # stored at ingest (Services.ingest): no encoder pass at start-up
-            self._concept_vecs = self._store.named_query_vectors(named) if named else {}
+            vectors = self._store.named_query_vectors(named) if named else {}
+            self._concept_vecs = {
+                (key.removesuffix(V3_SUFFIX), key.endswith(V3_SUFFIX)): v
+                for key, v in vectors.items()
+            }
         return self._concept_vecs
 
     def _dense_by_entry(self, vector: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
@@ -352,14 +461,22 @@ class QuestionSearcher:
                 sub[i] = doc.subquestion_id
         return best, sub
 
-    def find(self, query: str, k: int = 5, filters: SearchFilters | None = None) -> SearchOutcome:
-        """v2 search: the k most relevant entries the filters accept, each with a calibrated
-        relevance, and the query's match (strong / weak / none) judged on the best of them."""
+    def find(
+        self,
+        query: str,
+        k: int = 5,
+        filters: SearchFilters | None = None,
+        mode: SearchMode = SearchMode.v3,
+    ) -> SearchOutcome:
+        """The k most relevant entries the filters accept, each with a calibrated relevance, and
+        the query's match (strong / weak / none) judged on the best of them (v3, or v2)."""
         filters = filters or SearchFilters()
-        ids, subs, features, fusion = self.candidates(query, filters)
-        relevance = self.ranker.relevance(features)
+        v3 = mode != SearchMode.v2
+        ranker = self.ranker if v3 else self.ranker_v2
+        ids, subs, features, fusion = self.candidates(query, filters, v3=v3)
+        relevance = ranker.relevance(features)
         order = np.argsort(-relevance, kind="stable")
-        match = self.ranker.match(float(relevance[order[0]]) if len(order) else None)
+        match = ranker.match(float(relevance[order[0]]) if len(order) else None)
         hits: list[SearchHit] = []
         for j in order:
             entry = self._bank.get(ids[j])

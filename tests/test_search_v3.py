@@ -1,0 +1,197 @@
+"""Search v3 through the real app over HTTP (real bank, Chroma, e5 model, fitted ranker): Latin terms
+inside Chinese questions, questions from neighbouring fields told "no close match", the glossary's
+contrast rule, and the real-wording query set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from server.corpus.bank import load_bank
+from server.evaluation.retrieval import load_cases
+from server.retrieval.glossary import Glossary, contrast_conflicts, contrasted_forms
+
+ROOT = Path(__file__).resolve().parent.parent
+RESERVED = (
+    "wdndev/llm_interview_note",
+    "Mr-Yoje/llm_interview_note",
+    "laoshan-song/Awesome-LLM-Interview",
+    "ffaisal93/ml_and_llm_learning",
+    "fahimfaisal.info/ml_and_llm_learning",  # the same repository's pages
+    "sreekanth-madisetty/Awesome-LLM-Interview-Questions",
+    "aceliuchanghong/FAQ_Of_LLM_Interview",
+    "ComistryMo/llm_interview_lab",
+    "NairongZheng/notes",
+    "nikhildhawan117/rl-study-guide",
+    "zhangjunmengyang/morpheus-vault",
+    "TemplierPaul/biblio",
+    "axiaoquan/llm-interview-handbook",
+    "zwz4949/llm_interview",
+)
+
+
+def _search(client, q: str, k: int = 5) -> dict:
+    r = client.get("/api/questions/search", params={"q": q, "k": k})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+# ---- mixed zh/en queries ------------------------------------------------------------------------
+
+
+def test_the_readme_example_finds_its_entry_first_with_a_strong_match(alice):
+    body = _search(alice, "GRPO 为什么不需要 critic")
+    assert body["results"][0]["id"] == "grpo-no-value-model", body["results"][:3]
+    assert body["match"] == "strong"
+
+
+@pytest.mark.parametrize(
+    ("query", "wanted"),
+    [
+        ("GRPO为什么不需要critic", "grpo-no-value-model"),  # no spaces around the Latin term
+        ("PPO 里 critic 和 reward model 有什么区别", "critic-model-role"),
+        ("DPO 训练完 chosen 的 logp 反而下降了怎么回事", "dpo-chosen-likelihood-decrease"),
+    ],
+)
+def test_latin_terms_inside_chinese_reach_their_concepts(alice, query, wanted):
+    ids = [h["id"] for h in _search(alice, query)["results"]][:3]
+    assert wanted in ids, f"{query!r} -> {ids}"
+
+
+def test_latin_terms_are_annotated_with_the_banks_own_chinese_word(services):
+    searcher = services.searcher
+    annotated = services.glossary.annotate_v3("GRPO 为什么不需要 critic", searcher._bank_zh)
+    assert "critic (价值模型)" in annotated
+    # A Chinese term still gets its English name, as in v2.
+    assert "(on-policy)" in services.glossary.annotate_v3("同策略", searcher._bank_zh)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "演员-评论员算法框架中的评论员起了什么作用？",
+        "What's the value function for in PPO?",
+    ],
+)
+def test_right_first_questions_are_not_told_none(alice, query):
+    assert _search(alice, query)["match"] != "none"
+
+
+# ---- neighbouring fields --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Transformer 的位置编码",
+        "LayerNorm 和 BatchNorm 的区别",
+        "deepspeed 的 zero1、zero2、zero3 有什么区别",
+        "How does FlashAttention reduce memory traffic?",
+    ],
+)
+def test_neighbouring_field_questions_get_no_close_match_with_nearest_topics(alice, query):
+    body = _search(alice, query)
+    assert body["match"] == "none", (query, body["results"][:2])
+    assert body["nearest_topics"] and all(isinstance(t, str) for t in body["nearest_topics"])
+    assert body["results"], "the closest entries are still listed"
+
+
+def test_cli_search_readme_example(services, monkeypatch):
+    from typer.testing import CliRunner
+
+    import server.cli as cli
+
+    monkeypatch.setattr(cli, "_services", lambda: services)
+    out = CliRunner().invoke(cli.app, ["search", "GRPO 为什么不需要 critic"])
+    assert out.exit_code == 0, out.output
+    assert "match: strong" in out.output
+    first = next(line for line in out.output.splitlines() if "│ 1" in line)
+    assert "grpo-no-value-model" in first
+    out = CliRunner().invoke(cli.app, ["search", "Transformer 的位置编码"])
+    assert "no close match in the bank — nearest topics:" in out.output
+
+
+# ---- glossary: splits the expert review asked for, and the contrast rule ------------------------
+
+
+@pytest.fixture(scope="module")
+def glossary() -> Glossary:
+    return Glossary.load(ROOT / "corpus" / "glossary.yaml")
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("KL penalty", "KL loss"),
+        ("KL惩罚", "KL项"),
+        ("behaviour policy", "π_old"),
+        ("行为策略", "旧策略"),
+        ("梯度裁剪", "PPO的clip"),
+        ("sample efficiency", "training efficiency"),
+        ("POMDP", "MDP"),
+        ("马尔可夫过程", "马尔可夫决策过程"),
+        ("VDN", "QMIX"),
+        ("R1-Zero", "DeepSeek-R1"),
+        ("Kimi K2", "k2"),
+        ("SimPO", "ORPO"),
+        ("pointwise", "pairwise"),
+    ],
+)
+def test_the_glossary_keeps_apart_what_the_bank_tells_apart(glossary, one, other):
+    a, b = glossary.concepts_in(one), glossary.concepts_in(other)
+    assert a and b and not (a & b), (one, a, other, b)
+
+
+def test_bare_clipping_and_efficiency_name_no_specific_concept(glossary):
+    assert not glossary.specific(glossary.concepts_in("clipping"))
+    assert not glossary.specific(glossary.concepts_in("裁剪"))
+    assert "throughput" not in glossary.concepts_in("efficiency")
+
+
+def test_no_synonym_group_merges_two_concepts_the_bank_contrasts(glossary):
+    bank = list(load_bank(ROOT / "corpus" / "questions"))
+    conflicts = contrast_conflicts(glossary, bank)
+    assert not conflicts, "\n".join(map(str, conflicts[:10]))
+
+
+def test_the_contrast_rule_catches_a_merged_group(tmp_path):
+    merged = tmp_path / "g.yaml"
+    merged.write_text(
+        "- {id: old-policy, zh: [旧策略, 行为策略], en: [old policy, π_old, behaviour policy]}\n"
+        "- {id: clip, zh: [裁剪], en: [clip, clipping]}\n"
+        "- {id: kl, zh: [KL惩罚, KL项], en: [kl penalty, kl loss]}\n",
+        encoding="utf-8",
+    )
+    g = Glossary.load(merged)
+    assert contrasted_forms(g, "异步时行为策略与 π_old 不同")
+    assert contrasted_forms(g, "KL penalty (in the reward) rather than a KL loss term")
+    assert contrasted_forms(g, "clip 就是梯度裁剪", equates=True)
+    assert not contrasted_forms(g, "clip 就是梯度裁剪")  # only a misconception equates wrongly
+    assert not contrasted_forms(g, "旧策略（old policy）")  # a translation is no contrast
+    bank = list(load_bank(ROOT / "corpus" / "questions"))
+    found = {c.concept for c in contrast_conflicts(g, bank)}
+    assert {"old-policy", "clip"} <= found, found
+
+
+# ---- the real-wording query set -------------------------------------------------------------------
+
+
+def test_v3_query_set_is_large_varied_sourced_and_split():
+    path = ROOT / "tests/eval/retrieval_v3.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    assert all(r.get("source") for r in rows), "every query names where its wording comes from"
+    for r in rows:
+        assert not any(name.lower() in r["source"].lower() for name in RESERVED), r
+    cases = load_cases(path)  # pending rows are skipped
+    answerable = [c for c in cases if not c.no_match]
+    no_match = [c for c in cases if c.no_match]
+    assert len(answerable) >= 150 and len(no_match) >= 80
+    assert {c.language for c in answerable} == {"zh", "en"}
+    for split in ("train", "test"):
+        part = [c for c in cases if c.split == split]
+        assert sum(c.no_match for c in part) >= 15 and sum(not c.no_match for c in part) >= 30
+    ids = {e.id for e in load_bank(ROOT / "corpus" / "questions")}
+    missing = {i for c in cases for i in c.ids} - ids
+    assert not missing, missing

@@ -171,7 +171,7 @@ def serve(
 def search(
     query: Annotated[str, typer.Argument(help="What to look for, in Chinese or English")],
     k: Annotated[int, typer.Option(min=1, max=50)] = 5,
-    mode: Annotated[str, typer.Option(help="v2 | hybrid | bm25 | dense")] = "v2",
+    mode: Annotated[str, typer.Option(help="v3 | v2 | hybrid | bm25 | dense")] = "v3",
 ) -> None:
     """Search the question bank."""
     from server.retrieval.search import SearchMode
@@ -182,12 +182,12 @@ def search(
     try:
         search_mode = SearchMode(mode)
     except ValueError as exc:
-        console.print(f"[red]Unknown mode {mode!r}; use v2, hybrid, bm25 or dense.[/red]")
+        console.print(f"[red]Unknown mode {mode!r}; use v3, v2, hybrid, bm25 or dense.[/red]")
         raise typer.Exit(2) from exc
     svc = _services()
     svc.ingest()
-    if search_mode == SearchMode.v2:
-        outcome = svc.searcher.find(query, k=k)
+    if search_mode in (SearchMode.v3, SearchMode.v2):
+        outcome = svc.searcher.find(query, k=k, mode=search_mode)
         hits = outcome.hits
     else:
         outcome, hits = None, svc.searcher.search(query, k=k, mode=search_mode)
@@ -253,6 +253,7 @@ def interview(
 DEFAULT_RETRIEVAL_SETS = [
     PROJECT_ROOT / "tests" / "eval" / "retrieval.jsonl",
     PROJECT_ROOT / "tests" / "eval" / "retrieval_v2.jsonl",
+    PROJECT_ROOT / "tests" / "eval" / "retrieval_v3.jsonl",
 ]
 
 
@@ -265,9 +266,10 @@ def eval_retrieval(
         ),
     ] = None,
     split: Annotated[str, typer.Option(help="test (held out) | train | all")] = "test",
-    show_misses: Annotated[bool, typer.Option(help="List the queries v2 missed")] = False,
+    show_misses: Annotated[bool, typer.Option(help="List the queries v3 missed")] = False,
 ) -> None:
-    """BM25, dense, hybrid (v1) and v2 side by side: recall@1/@5, MRR@10, by language, no-match AUC."""
+    """BM25, dense, hybrid (v1), v2 and v3 side by side, overall and by language: recall@1/@5,
+    MRR@10, the share of answerable queries told `none`, and the no-match AUC."""
     from server.evaluation.retrieval import evaluate as evaluate_retrieval
     from server.evaluation.retrieval import load_many
     from server.retrieval.search import SearchMode
@@ -291,29 +293,46 @@ def eval_retrieval(
         f"{len(cases) - n_none} answerable ({n_zh} zh, {len(cases) - n_none - n_zh} en) "
         f"+ {n_none} no-match queries"
     )
-    table = Table("retriever", "recall@1", "recall@5", "MRR@10", "no-match AUC", title=title)
-    by_lang = Table("retriever", "zh recall@5", "zh MRR@10", "en recall@5", "en MRR@10")
-    results = {}
-    for mode in (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid, SearchMode.v2):
-        s = evaluate_retrieval(svc.searcher, svc.bank, cases, mode)
-        results[mode] = s
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    columns = ("retriever", "recall@1", "recall@5", "MRR@10", "said none", "no-match AUC")
+    table = Table(*columns, title=title)
+    by_lang = Table("lang", *columns, title="By language (zh: the query has Chinese characters)")
+    modes = (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid, SearchMode.v2, SearchMode.v3)
+    results = {mode: evaluate_retrieval(svc.searcher, svc.bank, cases, mode) for mode in modes}
+    for mode, s in results.items():
         table.add_row(
             mode.value,
-            f"{s.recall_at_1:.3f}",
-            f"{s.recall_at_5:.3f}",
-            f"{s.mrr_at_10:.3f}",
-            "-" if s.no_match_auc is None else f"{s.no_match_auc:.3f}",
+            num(s.recall_at_1),
+            num(s.recall_at_5),
+            num(s.mrr_at_10),
+            num(s.said_none),
+            num(s.no_match_auc),
         )
-        cells = []
-        for lang in ("zh", "en"):
-            n, r5, mrr = s.by_language.get(lang, (0, 0.0, 0.0))
-            cells += [f"{r5:.3f}", f"{mrr:.3f}"] if n else ["-", "-"]
-        by_lang.add_row(mode.value, *cells)
+    for lang in ("zh", "en"):
+        for mode, s in results.items():
+            d = s.by_language_full.get(lang, {})
+            by_lang.add_row(
+                lang,
+                mode.value,
+                num(d.get("recall_at_1")),
+                num(d.get("recall_at_5")),
+                num(d.get("mrr_at_10")),
+                num(d.get("said_none")),
+                num(d.get("no_match_auc")),
+            )
     console.print(table)
     console.print(by_lang)
-    console.print(f"embedder: {svc.embedder.name}; no-match AUC: top-1 relevance (v2 only)")
+    v3 = results[SearchMode.v3]
+    console.print(
+        f"embedder: {svc.embedder.name}; 'said none': answerable queries whose match was none; "
+        f"no-match AUC: top-1 relevance, answerable vs no-match (v2, v3); "
+        f"v3 told {num(v3.no_match_said_none)} of the no-match queries none"
+    )
     if show_misses:
-        for q in results[SearchMode.v2].misses:
+        for q in v3.misses:
             console.print(f"  miss: {q}")
 
 
@@ -323,7 +342,7 @@ def eval_fit_ranker(
         list[Path] | None, typer.Option(help="JSONL sets; only their train split is used")
     ] = None,
 ) -> None:
-    """Refit search v2's ranker and match thresholds on the train split; writes ranker.json."""
+    """Refit search v3's ranker and match thresholds on the train split; writes ranker.json."""
     from server.evaluation.fit_ranker import fit
     from server.evaluation.retrieval import load_many
     from server.retrieval.ranker import MODEL_PATH, RankerModel

@@ -106,3 +106,82 @@ def test_contract_is_shown_for_a_concept_question_that_uses_a_new_task(alice):
     assert detail["coding"]["signature"] == "agent_loss(logp, advantages, roles)"
     assert detail["coding"]["tests"] == 7
     assert "reference" not in detail["coding"]
+
+
+# ---------- issue #23: every case is a generator, and it isolates its bug for every draw ----------
+
+
+def _run_in_process(code: str, function: str, args: list, torch_module) -> dict:
+    """Repository code only (references and known answers): run here, as the sandbox would."""
+    import numpy as np
+
+    namespace: dict = {}
+    exec(code, namespace)  # trusted: known answers are maintainers' code from corpus/coding
+    values = [
+        torch_module.from_numpy(a.copy())
+        if torch_module is not None and hasattr(a, "dtype")
+        else (a.copy() if hasattr(a, "copy") else a)
+        for a in args
+    ]
+    out = namespace[function](*values)
+
+    def encode(v):
+        if isinstance(v, tuple | list) and v and not isinstance(v[0], int | float):
+            return [encode(x) for x in v]
+        if hasattr(v, "detach"):
+            v = v.detach().cpu().double().numpy()
+        return {"__array__": np.asarray(v, dtype=np.float64).tolist()}
+
+    return encode(out)
+
+
+def test_every_case_is_drawn_fresh_and_no_task_keeps_literal_arguments():
+    from server.corpus.coding import load_coding_tasks
+
+    tasks = load_coding_tasks(Settings().coding_dir)
+    literal = [f"{t.task.id}/{c.name}" for t in tasks.tasks for c in t.task.cases if c.args]
+    assert literal == []
+    for prepared in tasks.tasks:
+        one, two = prepared.draw(1), prepared.draw(2)
+        for a, b in zip(one, two, strict=True):
+            assert a.case.name == b.case.name
+            assert a.args != b.args, f"{prepared.task.id}/{a.case.name} draws the same numbers"
+
+
+def test_known_answers_fail_exactly_their_cases_for_many_draws():
+    """The structure of each case (λ=0, a huge margin, a ratio outside the clip range…) holds for
+    every seed, so a known bug fails the same cases whatever the numbers."""
+    import re
+
+    import torch
+
+    from server.corpus.coding import load_coding_tasks
+    from server.grading.code_grader import _verdict
+    from server.grading.sandbox import CaseOutput
+
+    problems = []
+    for prepared in load_coding_tasks(Settings().coding_dir).tasks:
+        task = prepared.task
+        samples = [("reference", task.reference, [])]
+        samples += [(f"alternative {i}", c, []) for i, c in enumerate(task.alternatives)]
+        samples += [(k.name, k.code, k.fails) for k in task.known_answers]
+        for seed in range(100, 112):
+            cases = prepared.draw(seed)
+            for name, code, fails in samples:
+                uses = re.search(r"^[ \t]*(import torch|from torch)", code, re.M)
+                failed = []
+                for case in cases:
+                    try:
+                        out = CaseOutput(
+                            case.case.name,
+                            output=_run_in_process(
+                                code, task.function, list(case.values), torch if uses else None
+                            ),
+                        )
+                    except Exception as exc:
+                        out = CaseOutput(case.case.name, error=str(exc))
+                    if _verdict(case, out, "en").kind != "ok":
+                        failed.append(case.case.name)
+                if sorted(failed) != sorted(fails):
+                    problems.append(f"{task.id}/{name} seed {seed}: {sorted(failed)} != {fails}")
+    assert problems == []

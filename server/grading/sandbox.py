@@ -665,6 +665,8 @@ class _Streams:
                     except BlockingIOError:
                         continue
                     if not chunk:
+                        if fds[fd] == "result" and self.result:
+                            return None  # the child wrote and closed its result: the run is over
                         sel.unregister(fd)
                         open_reads -= 1
                         continue

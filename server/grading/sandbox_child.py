@@ -175,6 +175,11 @@ def main() -> None:
         import torch  # type: ignore[no-redef]
 
         torch.set_num_threads(1)
+        # The first tensor operations load kernels lazily (seconds on a busy machine): do it now,
+        # before the clock starts, on throwaway tensors.
+        probe = torch.from_numpy(__import__("numpy").arange(4.0)).requires_grad_()
+        torch.nn.functional.logsigmoid(probe.cumsum(0)).sum().backward()
+        torch.log_softmax(probe.reshape(2, 2), -1).gather(-1, torch.zeros(2, 1, dtype=torch.long))
     _install_guard(workdir)
     os.write(result_fd, b"R")  # ready: the server hands over the code and starts its clock
     job = json.loads(sys.stdin.buffer.read())
@@ -242,3 +247,6 @@ def _emit(result: dict, out: io.StringIO, fd: int) -> None:
 
 if __name__ == "__main__":
     main()
+    # The result is written: skip the interpreter's teardown (torch's alone took seconds on a busy
+    # machine, and the server waits for the streams to close).
+    os._exit(0)

@@ -53,8 +53,11 @@ HEAD = r"""
 /* The countdown stays in view while the page scrolls (on a phone the chat is taller than it). */
 #countdown { position: sticky; top: 0; z-index: 30; background: var(--background-fill-primary);
   padding: 2px 0; }
-/* On a phone the action buttons share rows (three, then the rest) instead of stacking. */
+/* On a phone the action buttons share rows (three, then the rest) instead of stacking, and the
+   countdown is pinned to the top of the screen (sticky does not hold inside Gradio's columns). */
 @media (max-width: 640px) {
+  #countdown { position: fixed; top: 0; left: 0; right: 0; padding: 4px 12px;
+    box-shadow: 0 1px 3px rgba(0, 0, 0, 0.15); }
   #action-row { flex-wrap: wrap !important; gap: 6px !important; }
   #action-row > button { flex: 1 1 30% !important; min-width: 0 !important; padding: 6px 4px; }
 }

@@ -106,7 +106,9 @@ def _mount_ui_in_background(app: FastAPI, settings: Settings) -> None:
         except Exception:
             log.exception("the UI failed to load; the API keeps serving")
 
-    threading.Thread(target=build, name="ui-build", daemon=True).start()
+    # Started by the lifespan, once the server is up: building it alongside the start-up would
+    # hold the GIL the start-up needs, and /healthz would come later.
+    app.state.ui_builder = build
 
 
 def _warm_up(services: Services) -> None:
@@ -144,6 +146,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.loop = asyncio.get_running_loop()
         app.state.loop_ready.set()
+        builder = getattr(app.state, "ui_builder", None)
+        if builder is not None:
+            threading.Thread(target=builder, name="ui-build", daemon=True).start()
         # The index is current (serve and ingest build it before the app starts) and the database
         # migrated; the searcher (BM25, jieba, Chroma) and the grader are built in the
         # background, so /healthz answers at once and the first request rarely waits for them.

@@ -200,7 +200,7 @@ class Settings(BaseSettings):
     # Containers kept started with numpy imported (and with torch, for torch answers); each runs
     # one answer and is discarded. 0 still works: every run then waits for its own start-up.
     sandbox_pool_size: int = Field(default=2, ge=0)
-    sandbox_torch_pool_size: int = Field(default=1, ge=0)
+    sandbox_torch_pool_size: int = Field(default=2, ge=0)
     # Grades of one question by one user within the window (POST /api/grade; 429 + Retry-After
     # beyond it). Defence in depth behind the per-submission hidden cases; 0 = no limit.
     grade_rate_per_question: int = Field(default=60, ge=0)

@@ -90,7 +90,7 @@ class SandboxLimits:
     max_return_values: int = 8
     max_dims: int = 4
     pool_size: int = 2  # warm containers with numpy imported
-    torch_pool_size: int = 1  # warm containers with torch imported too (when torch is installed)
+    torch_pool_size: int = 2  # warm containers with torch imported too (when torch is installed)
     warmup_seconds: float = 180.0  # how long a run waits for a container to finish its imports
     import_cpu_seconds: int = 120  # CPU allowed for the imports, before the code's own limit
 

@@ -194,6 +194,11 @@ def test_resending_history_continues_and_never_grades_twice(oai, base_url):
     assert err.value.body["code"] == "conflict"
     # The way out is said: back to the original branch, or a new chat.
     assert "original branch" in err.value.message and "new chat" in err.value.message
+    with client_for(base_url, "carol") as c:
+        raw = c.post(
+            "/v1/chat/completions", json={"model": "sparring-practice", "messages": edited}
+        )
+    assert raw.status_code == 409 and "original branch" in raw.json()["error"]["message"]
 
 
 def test_english_from_the_model_name(oai):
@@ -580,6 +585,18 @@ def test_max_tokens_is_honoured(oai, base_url):
     )
     assert whole.choices[0].finish_reason == "stop"
     assert MARKER_RE.search(whole.choices[0].message.content)
+    with client_for(base_url, "carol") as c:
+        raw = c.post(
+            "/v1/chat/completions",
+            json={"model": "sparring-practice", "messages": history[:1], "max_tokens": 5},
+        ).json()
+    assert raw["choices"][0]["finish_reason"] == "length" and raw["usage"]["completion_tokens"] == 5
+    # `stream` is a boolean for the SDK too (extra_body sends what the type hints would refuse).
+    with pytest.raises(openai.BadRequestError) as err:
+        oai.chat.completions.create(
+            model="sparring-practice", messages=history[:1], extra_body={"stream": "yes"}
+        )
+    assert err.value.body["param"] == "stream"
 
 
 def test_the_end_report_reads_well_in_a_chat(oai, base_url):
@@ -599,6 +616,12 @@ def test_the_end_report_reads_well_in_a_chat(oai, base_url):
     url = f"{base_url}/ui/?session={sid}&lang=en"
     at = lines.index(url)
     assert lines[at - 1] == "" and lines[at + 1] == ""
+    # The same reply over raw HTTP (a resend replays it), link and all.
+    with client_for(base_url, "carol") as c:
+        raw = c.post(
+            "/v1/chat/completions", json={"model": "sparring-practice-en", "messages": history[:-1]}
+        ).json()
+    assert url in raw["choices"][0]["message"]["content"].splitlines()
     for item in items:
         text = item.split(" — ", 1)[1]
         assert len(text) <= 61

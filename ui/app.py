@@ -106,12 +106,15 @@ document.addEventListener('keydown', function (e) {
   const answerBox = () => document.querySelector('#answer-box textarea');
   const codeBox = () => document.querySelector('#code-box .cm-content');
   const codeText = (el) => Array.from(el.querySelectorAll('.cm-line')).map((l) => l.textContent).join('\n');
-  let restored = false;
+  let restored = false, seen = 0;
   setInterval(function () {
     // A session is on screen once the page's load has drawn its clock (◷ …); before that there is
     // nothing to put a draft back into, and the boxes are not the candidate's yet.
+    // (its text holds ◷ only once the load's answer arrived; a loading timer shows before that),
+    // and one more tick lets that answer's other updates (the boxes) land first.
     const clock = document.querySelector('#countdown');
-    if (!clock || !clock.textContent.trim()) return;
+    if (!clock || !clock.textContent.includes('◷')) { seen = 0; return; }
+    if (++seen < 2) return;
     const a = answerBox(), c = codeBox();
     if (!restored) {
       restored = true;

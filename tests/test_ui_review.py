@@ -117,7 +117,7 @@ def test_english_phone_interview_follows_the_interface_language(browser, server)
         tops = {round(page.locator(b).bounding_box()["y"]) for b in
                 ("#submit-btn", "#followup-btn", "#hint-btn", "#skip-btn", "#end-btn")}  # fmt: skip
         assert len(tops) <= 2, tops
-        assert "each lowers" in text_of(page, "#hint-btn")
+        assert "max −2.5 each" in text_of(page, "#hint-btn")
         # A draft survives a reload.
         page.locator("#answer-box textarea").fill("My draft about the group baseline")
         page.wait_for_timeout(1500)

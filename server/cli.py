@@ -423,6 +423,53 @@ def _llm_outcomes_table(outcomes) -> None:
     console.print(table)
 
 
+def _fairness_tables(cases, svc) -> None:
+    """Grader v3's fairness section (server/evaluation/fairness.py), per split."""
+    from server.evaluation import fairness
+
+    def grade(entry, answer):
+        return svc.grading.rubric.grade(entry, answer)
+
+    table = Table(
+        "split",
+        "cases",
+        "clause found",
+        "mean loss",
+        "p95 loss",
+        "> 3 points",
+        "uncovers > 1 point",
+        title="One wrong clause added to an honest answer (a misconception of its entry)",
+    )
+    for name in ("train", "test"):
+        subset = [c for c in cases if c.split == name]
+        if not subset:
+            continue
+        w = fairness.wrong_clause(subset, grade).summary()
+        table.add_row(
+            name,
+            f"{w['cases']:.0f}",
+            f"{w['detected']:.0%}",
+            f"{w['loss_mean']:.2f}",
+            f"{w['loss_p95']:.1f}",
+            f"{w['over_3_points']:.1%}",
+            f"{w['uncovered_over_1']:.1%}",
+        )
+    console.print(table)
+    t = fairness.true_statements(svc.bank, grade)
+    console.print(
+        f"True statements (corpus/true_statements.yaml): {t.statements} statements × every "
+        f"entry = {t.gradings} grades, {len(t.flagged)} with a wrong claim listed"
+    )
+    for line in t.flagged[:10]:
+        console.print(f"  [yellow]{escape(line)}[/yellow]")
+    x = fairness.cross_question(cases, svc.bank, grade)
+    over = len(x.over)
+    console.print(
+        f"Cross-question credit: {x.pairs} honest answers graded as a related question, mean "
+        f"{sum(x.scores) / max(1, len(x.scores)):.2f}, {over} above {fairness.MISMATCH_CEILING}"
+    )
+
+
 @eval_app.command("grading")
 def eval_grading(
     dataset: Annotated[
@@ -433,8 +480,12 @@ def eval_grading(
     split: Annotated[
         str, typer.Option(help="train (out-of-fold) | test (held out) | both | all (as is)")
     ] = "both",
+    fairness: Annotated[
+        bool, typer.Option(help="Also run the fairness checks (a few minutes)")
+    ] = True,
 ) -> None:
-    """Spearman, Kendall, MAE, per-kind means and adversarial failures, beside two baselines.
+    """Spearman, Kendall, MAE, per-kind means and adversarial failures, beside two baselines;
+    then fairness: one wrong clause added to honest answers, true statements, cross-question credit.
 
     `train` refits the calibration per fold (grouped by question) and scores each answer with a
     model that never saw its question; `test` scores the held-out questions with the shipped
@@ -498,6 +549,8 @@ def eval_grading(
                 console.print(f"Blank answers scored: {main.blank_scores}")
                 if grader == "llm":
                     _llm_outcomes_table(outcomes)
+        if fairness and grader == "rubric":
+            _fairness_tables(cases, svc)
     except GraderUnavailable as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
@@ -551,10 +604,14 @@ def corpus_validate() -> None:
     problems = check_against_source(bank, parsed)
     problems += [p for entry in bank for p in hygiene_problems(entry)]
     problems += [p for entry in bank for p in content_problems(entry)]
+    from server.corpus.phrase_check import phrase_problems
+
+    problems += phrase_problems(list(bank))
     for p in problems:
         console.print(f"[red]{p}[/red]")
     console.print(
-        f"{len(bank)} entries, {len(problems)} problem(s) (source, schema, alias hygiene, content rules)."
+        f"{len(bank)} entries, {len(problems)} problem(s) (source, schema, alias hygiene, content "
+        "rules, wrong-claim phrases against every true sentence of the bank)."
     )
     if problems:
         raise typer.Exit(1)

@@ -26,6 +26,8 @@ CEILINGS = (
     ("question_share", 0.6, 1.0),
     ("denied_share", 0.5, 2.0),
     ("injection", 0.5, 4.0),
+    # An answer that covers a neighbouring question at least twice as well as this one.
+    ("other_question", 0.5, 3.0),
 )
 
 
@@ -36,6 +38,8 @@ def feature_vector(s: Mapping[str, float]) -> list[float]:
     clean = 1.0 - min(1.0, s.get("salad_share", 0.0))
     relevant = min(1.0, s.get("relevance", 1.0) / 0.6)
     wrong = min(3.0, s.get("wrong_claims", 0.0))
+    own = s.get("own_share", 1.0)
+    affinity = s.get("affinity", 1.0)
     return [
         coverage,
         covered,
@@ -55,6 +59,10 @@ def feature_vector(s: Mapping[str, float]) -> list[float]:
         -s.get("listed_share", 0.0),
         -coverage * s.get("listed_share", 0.0),
         relevant,
+        coverage * own,
+        -(1.0 - own),
+        coverage * affinity,
+        -(1.0 - affinity),
     ]
 
 
@@ -77,6 +85,10 @@ FEATURE_NAMES = (
     "-listed_share",
     "-coverage*listed_share",
     "relevance",
+    "coverage*own_share",
+    "-other_question",
+    "coverage*affinity",
+    "-not_affinity",
 )
 
 
@@ -92,8 +104,9 @@ class Calibration:
 
     def score(self, signals: Mapping[str, float]) -> float:
         value = float(np.interp(self.raw(signals), self.iso_x, self.iso_y))
+        derived = {"other_question": 1.0 - signals.get("own_share", 1.0)}
         for name, at, ceiling in CEILINGS:
-            if signals.get(name, 0.0) >= at:
+            if {**signals, **derived}.get(name, 0.0) >= at:
                 value = min(value, ceiling)
         return max(0.0, min(10.0, value))
 

@@ -36,6 +36,9 @@ _CLAUSE_BREAK = re.compile(r"[,;:，；：、]")
 _REPORT = re.compile(
     r"很多人(以为|认为|觉得|会说|误以为)|有人(以为|认为|说)|常见(的)?(误解|错误|说法|误区)|"
     r"一种(误解|错误说法|常见说法)|误以为|容易误解为|经常被(误)?说成|网上(常|有人)说|"
+    r"误区|误解|错误(的)?(说法|观点|理解)|(一|另一|还有一)种说法|有人(觉得|会说)|(大家|常)(经常)?说|"
+    r"(我)?(一开始|原来|以前)以为|常见(的)?反应|"
+    r"\bmyth\b|\bmisconception\b|one might think|it is tempting to (think|say)|i used to think|"
     r"(people|many|some)( people)? (often |usually |commonly )?(think|believe|assume|say|claim)|"
     r"(a|one|the) (common )?(misconception|myth|mistake) (is|that)|it is often said|"
     r"contrary to (popular belief|what)"

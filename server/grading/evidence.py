@@ -10,11 +10,11 @@ or a misconception is a wrong claim."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from server.corpus.hygiene import GENERIC_TERMS, weak_aliases
-from server.corpus.schema import KeyPoint, QuestionEntry
+from server.corpus.schema import KeyPoint, Misconception, QuestionEntry
 from server.grading.claims import (
     _CLAUSE_BREAK,
     _CONTRAST,
@@ -23,6 +23,7 @@ from server.grading.claims import (
     _REPORT,
     NEGATION_REACH_CJK,
     NEGATION_REACH_LATIN,
+    Match,
     Stance,
     denies_following,
     denies_preceding,
@@ -34,6 +35,7 @@ from server.grading.claims import (
 )
 from server.grading.injection import code_has_injection, is_injection
 from server.grading.normalize import normal_form
+from server.grading.roles import MisconceptionParaphrase, RoleMap
 from server.grading.segments import Segment, split_segments
 from server.retrieval.tokenize import tokenize
 
@@ -43,10 +45,22 @@ OVERLAP_CREDIT = 0.7  # share of the point's own content words, in an asserted c
 HEDGE_FACTOR = 0.4
 SALAD_FACTOR = 0.2
 POINT_CHARS = 30
+CONTRADICTED_CREDIT = 0.3  # below the coverage line: the answer says this point wrongly
+MISCONCEPTION_POINT_OVERLAP = 0.12  # least word overlap for a misconception to belong to a point
 NEGATION_BACK_REACH = 6  # characters before a negation cue that belong to the denied claim
 _CONTENT = re.compile(r"[a-z0-9\u4e00-\u9fff]")
 _PIECE_SPLIT = re.compile(r"[、;；/|·・]+")
 _SPACED = re.compile(r"\s+")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_RELATION = re.compile(r"[=:：→<>≈≤≥]|->|即|是|用|取|为|让|使|\bis\b|\bare\b|\buses?\b")
+_CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])")
+# Verbs and function words that make a string of terms a statement ("对同一个 prompt 采样一组回答",
+# "baseline 取组内均值"): a sentence holding one is not a keyword list.
+_VERB = re.compile(
+    r"采样|计算|得到|估计|替代|代替|取|减去|除以|乘以|加上|更新|约束|限制|惩罚|衡量|对应|依赖|需要|"
+    r"\b(the|an?|for|per|each|from|into|over|under|than|samples?|computes?|estimates?|replaces?|"
+    r"subtracts?|divides?|adds?|needs?|penali[sz]es?|measures?|depends?)\b"
+)
 _MATH = re.compile(r"[=∝≈≤≥<>→∑∇]|->|\d\s*[-+*/^]\s*\d")
 _GLUE = re.compile(
     r"是|的|了|在|把|被|会|让|使|就|因为|所以|如果|导致|表示|意味|等于|通过|用来|用于|作为|来|而|则|即|时|"
@@ -76,8 +90,7 @@ class PointReading:
     point: KeyPoint
     credit: float = 0.0
     evidence: str | None = None
-    contradicted_by: str | None = None  # verbatim sentence
-    contradiction: str | None = None
+    contradicted_by: str | None = None  # id of the wrong claim that contradicts it
     denied: bool = False  # its aliases appear only where the answer denies them
 
 
@@ -96,6 +109,7 @@ class AnswerReading:
     wrong: list[WrongClaim]
     signals: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)
+    clean_signals: dict[str, float] = field(default_factory=dict)  # as if no wrong claim were made
 
 
 @lru_cache(maxsize=8192)
@@ -191,13 +205,16 @@ def _is_salad(norm: str, terms: tuple[str, ...]) -> bool:
     content = len(_CONTENT.findall(norm))
     if content < 4 or _MATH.search(norm):
         return False  # a formula is a statement
-    glue = len(_GLUE.findall(norm))
+    glue = len(_GLUE.findall(norm)) + len(_VERB.findall(norm))
     density = _term_chars(norm, terms) / content
     if (glue <= 1 and density >= 0.75) or (glue == 0 and content >= 12 and density >= 0.5):
         return True
     pieces = [p for p in _PIECE_SPLIT.split(norm) if _CONTENT.search(p)]
     if len(pieces) < 5 and not re.search(r"[,，。:：]", norm):
-        pieces = [p for p in _SPACED.split(norm) if _CONTENT.search(p)]
+        # Spaces list terms only between Chinese words ("奖励 模型 优势"); around a Latin term
+        # ("对同一个 prompt 采样") they are ordinary spacing.
+        splitter = _CJK_SPACE if _CJK.search(norm) else _SPACED
+        pieces = [p for p in splitter.split(norm) if _CONTENT.search(p)]
     if len(pieces) >= 5:
         bare = sum(
             1
@@ -206,6 +223,30 @@ def _is_salad(norm: str, terms: tuple[str, ...]) -> bool:
         )
         return bare / len(pieces) >= 0.7
     return False
+
+
+def _clause_span(norm: str, match: Match) -> tuple[int, int]:
+    """The clause that makes a wrong claim: from the clause break before the match to the one
+    after it (a wrong clause is cut out; the sentence's other clauses still count)."""
+    start = 0
+    for b in _CLAUSE_BREAK.finditer(norm, 0, match.start):
+        start = b.end()
+    after = _CLAUSE_BREAK.search(norm, match.end)
+    return start, after.start() if after else len(norm)
+
+
+def _point_of_misconception(m: Misconception, points: list[KeyPoint]) -> str | None:
+    """The key point a misconception gets wrong: the one whose words it shares most."""
+    words = _content_words(" ".join([m.text, m.text_en, *m.aliases]))
+    best, best_score = None, 0.0
+    for kp in points:
+        kp_words = _content_words(" ".join([kp.text, kp.text_en, *kp.aliases, *kp.contradictions]))
+        if not words or not kp_words:
+            continue
+        score = len(words & kp_words) / min(len(words), len(kp_words))
+        if score > best_score:
+            best, best_score = kp.id, score
+    return best if best_score >= MISCONCEPTION_POINT_OVERLAP else None
 
 
 class AnswerReader:
@@ -231,6 +272,30 @@ class AnswerReader:
         }
         # What each wrong-claim phrase is about (a short phrase fires only where it is named).
         self.subjects = {kp.id: subject_words((kp.text, kp.text_en)) for kp in rubric.key_points}
+        true_texts: list[tuple[str | None, str]] = []
+        for kp in rubric.key_points:
+            true_texts += [(kp.id, kp.text), (kp.id, kp.text_en)]
+        true_texts += [(None, rubric.reference_answer), (None, rubric.reference_answer_en or "")]
+        true_texts += [(None, m.correction) for m in rubric.misconceptions]
+        self.roles = RoleMap([t for t in true_texts if t[1]])
+        self.misconception_point = {
+            m.id: _point_of_misconception(m, rubric.key_points) for m in rubric.misconceptions
+        }
+        own_true = [t for _, t in true_texts if t]
+        self.paraphrases = {
+            m.id: MisconceptionParaphrase(
+                (m.text, m.text_en),
+                tuple(
+                    t
+                    for kp in rubric.key_points
+                    if kp.id == self.misconception_point[m.id]
+                    for t in (kp.text, kp.text_en)
+                ),
+                own_true,
+            )
+            for m in rubric.misconceptions
+            if self.misconception_point[m.id] is not None
+        }
         self.subjects |= {m.id: subject_words((m.text, m.text_en)) for m in rubric.misconceptions}
         terms = [a for kp in rubric.key_points for a in kp.aliases]
         terms += [a for m in rubric.misconceptions for a in m.aliases]
@@ -275,7 +340,7 @@ class AnswerReader:
                     norm=norm,
                     asserted_text=asserted,
                     hedged=bool(_HEDGE.search(norm)) and not seg.code,
-                    salad=not seg.code and _is_salad(norm, self.terms),
+                    salad=not seg.code and _is_salad(norm, self.list_terms),
                     injection=injection,
                     repeated=repeated,
                     framed_wrong=framed,
@@ -321,44 +386,87 @@ class AnswerReader:
             credit *= 0.5
         return min(1.0, credit), denied
 
-    def read(self, answer: str) -> AnswerReading:
+    def _wrong_claims(
+        self, sentences: list[SentenceReading]
+    ) -> tuple[list[WrongClaim], dict[int, list[tuple[int, int]]], dict[str, str]]:
+        """Every wrong claim, the spans (per sentence, in its normal form) of the clauses that make
+        them, and the key point each one contradicts (point id → wrong-claim id)."""
         rubric = self.entry.rubric
         assert rubric is not None
-        sentences = self._sentences(answer)
-        points = [PointReading(kp) for kp in self.points]
         wrong: list[WrongClaim] = []
-        denied_any = {kp.id: False for kp in self.points}
-        for s in sentences:
+        spans: dict[int, list[tuple[int, int]]] = {}
+        contradicted: dict[str, str] = {}
+        for i, s in enumerate(sentences):
             if s.injection or s.framed_wrong or s.salad:
                 continue
-            for p in points:
-                if not p.point.contradictions or p.contradicted_by:
+            for kp in self.points:
+                if not kp.contradictions or kp.id in contradicted:
                     continue
                 hits = [
                     m
-                    for m in find_phrases(
-                        s.norm, p.point.contradictions, True, self.subjects[p.point.id]
-                    )
+                    for m in find_phrases(s.norm, kp.contradictions, True, self.subjects[kp.id])
                     if m.stance in (Stance.asserted, Stance.hedged)
                 ]
                 if hits:
-                    p.contradicted_by, p.contradiction = s.segment.text, hits[0].phrase
-            for m in rubric.misconceptions:
-                if any(w.id == m.id for w in wrong) or not m.aliases:
+                    claim_id = f"contradicts:{kp.id}"
+                    contradicted[kp.id] = claim_id
+                    wrong.append(WrongClaim(claim_id, hits[0].phrase, kp.text, s.segment.text))
+                    spans.setdefault(i, []).append(_clause_span(s.norm, hits[0]))
+            for claim in self.roles.swapped(s.norm):
+                claim_id = f"swapped:{claim.point or claim.pair}"
+                if any(w.id == claim_id for w in wrong):
                     continue
-                if any(
-                    x.stance in (Stance.asserted, Stance.hedged)
+                correction = next(
+                    (kp.text for kp in self.points if kp.id == claim.point), rubric.reference_answer
+                )
+                wrong.append(WrongClaim(claim_id, claim.describe(), correction, s.segment.text))
+                at = max(0, s.norm.find(claim.clause))
+                spans.setdefault(i, []).append((at, at + len(claim.clause)))
+                if claim.point is not None:
+                    contradicted.setdefault(claim.point, claim_id)
+            for m in rubric.misconceptions:
+                if any(w.id == m.id for w in wrong):
+                    continue
+                hits = [
+                    x
                     for x in find_phrases(s.norm, m.aliases, True, self.subjects[m.id])
+                    if x.stance in (Stance.asserted, Stance.hedged)
+                ]
+                if hits:
+                    span = _clause_span(s.norm, hits[0])
+                elif (p := self.paraphrases.get(m.id)) is not None and (
+                    clause := p.fires(s.asserted_text)
                 ):
-                    wrong.append(WrongClaim(m.id, m.text, m.correction, s.segment.text))
-        for s in sentences:
-            contradicts = {p.point.id for p in points if p.contradicted_by == s.segment.text}
+                    at = max(0, s.asserted_text.find(clause))  # said in other words
+                    span = (at, at + len(clause))
+                else:
+                    continue
+                wrong.append(WrongClaim(m.id, m.text, m.correction, s.segment.text))
+                spans.setdefault(i, []).append(span)
+                point = self.misconception_point.get(m.id)
+                if point is not None:
+                    contradicted.setdefault(point, m.id)
+        return wrong, spans, contradicted
+
+    def _points(
+        self,
+        sentences: list[SentenceReading],
+        cut: dict[int, list[tuple[int, int]]],
+        contradicted: dict[str, str],
+    ) -> tuple[list[PointReading], dict[str, bool]]:
+        """Credit per point from every sentence; the clauses in `cut` (wrong claims) evidence
+        nothing, and a contradicted point stays below the coverage line. Everything else the
+        answer states keeps its credit: a wrong clause costs its own point, not its neighbours'."""
+        points = [PointReading(kp) for kp in self.points]
+        denied_any = {kp.id: False for kp in self.points}
+        for i, s in enumerate(sentences):
+            wrong_cut = replace(s, asserted_text=_cut(s.asserted_text, cut[i])) if i in cut else s
             sentence_credits = []
             for p in points:
-                credit, denied = self._credit(p.point, s)
+                credit, denied = self._credit(p.point, wrong_cut)
+                if wrong_cut is not s:
+                    denied = self._credit(p.point, s)[1]  # a wrong clause is not a denial
                 denied_any[p.point.id] |= denied
-                if p.point.id in contradicts or any(w.evidence == s.segment.text for w in wrong):
-                    credit = min(credit, 0.2)  # a wrong sentence is no evidence for a right point
                 sentence_credits.append(credit)
             # One sentence states about one point per POINT_CHARS characters: a sentence that
             # "covers" many more is naming terms, not explaining them.
@@ -369,19 +477,29 @@ class AnswerReader:
                 if credit * scale > p.credit:
                     p.credit, p.evidence = credit * scale, s.segment.text
         for p in points:
-            if p.contradicted_by:
-                p.credit = min(p.credit, 0.3)
-                wrong.append(
-                    WrongClaim(
-                        f"contradicts:{p.point.id}",
-                        p.contradiction or "",
-                        p.point.text,
-                        p.contradicted_by,
-                    )
-                )
+            if p.point.id in contradicted:
+                p.credit = min(p.credit, CONTRADICTED_CREDIT)
+                p.contradicted_by = contradicted[p.point.id]
             p.denied = denied_any[p.point.id] and p.credit < 0.3
+        return points, denied_any
+
+    def read(self, answer: str) -> AnswerReading:
+        sentences = self._sentences(answer)
+        wrong, spans, contradicted = self._wrong_claims(sentences)
+        points, _ = self._points(sentences, spans, contradicted)
         reading = AnswerReading(sentences, points, wrong)
         reading.signals, reading.flags = self._signals(answer, reading)
+        # One wrong statement may match a contradiction and a misconception at once, in one
+        # clause or two: the bounded loss counts the sentences that make wrong claims.
+        reading.signals["wrong_clauses"] = float(len(spans))
+        if wrong:
+            # The same answer read as if its wrong claims were absent: the score may lose at
+            # most a bounded amount against it (`rubric_grader`), whatever the fit says.
+            clean_points, _ = self._points(sentences, {}, {})
+            clean = AnswerReading(sentences, clean_points, [])
+            reading.clean_signals, _ = self._signals(answer, clean)
+        else:
+            reading.clean_signals = dict(reading.signals)
         return reading
 
     # -- answer-level signals --------------------------------------------------------------------
@@ -395,7 +513,13 @@ class AnswerReader:
 
         words = [w for s in r.sentences for w in tokenize(s.norm)]
         relevance = sum(w in self.vocabulary for w in words) / len(words) if words else 0.0
-        fragments = sum(1 for c in chars if c <= 6)
+        # A short line that relates nothing ("标准差", "广播") is a fragment; a terse one that does
+        # ("baseline = 组内均值", "clip：限制 ratio") is a statement written tersely.
+        fragments = sum(
+            1
+            for c, s in zip(chars, r.sentences, strict=True)
+            if c <= 6 and not _RELATION.search(s.norm)
+        )
         prose = " 。 ".join(s.norm for s in r.sentences if not s.segment.code)
         signals = {
             "coverage": sum(p.point.weight * p.credit for p in r.points) / weights,

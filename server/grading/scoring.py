@@ -54,6 +54,25 @@ def signals_from(
     }
 
 
+# What wrong claims may cost against the same answer without them (grader v3, "local credit"):
+# the contradicted point is lost, and the fitted penalty applies, but together never more than
+# this. At least a little is always lost, so a wrong claim never costs nothing.
+FIRST_WRONG_CLAIM_MAX_LOSS = 2.5
+NEXT_WRONG_CLAIM_MAX_LOSS = 2.0
+WRONG_CLAIM_MIN_LOSS = 0.5
+
+
+def bounded_score(score: float, clean_score: float, wrong_claims: int) -> float:
+    """The score of an answer with `wrong_claims`, kept within a bounded loss of `clean_score`
+    (the same answer read as if it made no wrong claim)."""
+    if wrong_claims <= 0:
+        return score
+    most = FIRST_WRONG_CLAIM_MAX_LOSS + NEXT_WRONG_CLAIM_MAX_LOSS * (wrong_claims - 1)
+    least = WRONG_CLAIM_MIN_LOSS * wrong_claims
+    value = min(max(score, clean_score - most), clean_score - least)
+    return round(max(0.0, value), 1)
+
+
 def score_from(
     key_points: list[KeyPointResult],
     misconceptions: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from server.config import Settings
+from server.corpus.bank import QuestionBank
 from server.corpus.coding import CodingContract
 from server.corpus.schema import QuestionEntry
 from server.grading.code_grader import CodeGrader
@@ -45,9 +46,11 @@ class GradingService:
         self,
         settings: Settings,
         code: CodeGrader | None = None,
+        bank: QuestionBank | None = None,
     ) -> None:
         # The rubric grader is lexical and reads the whole answer: no embedder, no search index.
-        self.rubric = RubricGrader()
+        # With the bank it also tells an answer to a neighbouring question (`affinity.py`).
+        self.rubric = RubricGrader(bank)
         self.llm = LlmGrader(settings, self.rubric) if settings.llm_configured else None
         self.code = code
         self.rate = GradeRateLimiter(

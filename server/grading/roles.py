@@ -1,0 +1,232 @@
+"""Swapped roles and inverted directions, found without an enumerated contradiction.
+
+The rubric says which side of a contrast each fact belongs to: "PPO 用 critic 和 GAE，GRPO 用组内
+均值", "MC 方差大，TD 偏差大", "λ 越大方差越大". From the entry's own true texts (reference answer,
+key points, corrections; zh and en apart) each content word is tied to the side of a contrast pair
+it stands with, clause by clause. An answer clause that names one side and ties to it words the
+rubric ties only to the other side — and none of its own — states the contrast backwards: a wrong
+claim charged to the key point the words come from. Negated, reported and asked clauses say
+nothing either way; a word the rubric ties to both sides is never evidence.
+
+Each pair is checked against the entry's own true sentences when the reader is built, and a pair
+that would fire on one of them is not used for that entry."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+
+from server.corpus.hygiene import GENERIC_TERMS
+from server.grading.claims import has_negation
+from server.grading.normalize import normal_form
+from server.retrieval.tokenize import tokenize
+
+# Sides of contrasts the field draws; each side lists the spellings that name it.
+PAIRS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("on-policy", "同策略"), ("off-policy", "异策略")),
+    (("value-based", "基于价值"), ("policy-based", "基于策略")),
+    (("actor", "策略网络"), ("critic", "价值网络")),
+    (("chosen", "y_w"), ("rejected", "y_l")),
+    (("前向kl", "正向kl", "forward kl", "kl(π_ref"), ("反向kl", "reverse kl", "kl(π_θ")),
+    (("mc", "蒙特卡洛", "蒙特卡罗", "monte carlo"), ("td", "时序差分", "temporal difference")),
+    (("上界", "upper bound", "1+ε"), ("下界", "lower bound", "1-ε")),
+    (("a>0", "正优势", "positive advantage"), ("a<0", "负优势", "negative advantage")),
+    (
+        ("越大", "增大", "变大", "larger", "increase", "increases"),
+        ("越小", "减小", "变小", "smaller", "decrease", "decreases"),
+    ),
+    (("越高", "升高", "提高", "higher"), ("越低", "降低", "lower")),
+    (("在线", "online"), ("离线", "offline")),
+    (("token级", "token 级", "token-level"), ("序列级", "sequence-level")),
+    (("mode-seeking", "寻模"), ("mass-covering", "mean-seeking", "覆盖")),
+    (("稀疏", "sparse"), ("稠密", "dense")),
+    (("prm", "过程奖励"), ("orm", "结果奖励")),
+    (("行为策略", "behaviour policy", "behavior policy"), ("目标策略", "target policy")),
+    (("分子", "numerator"), ("分母", "denominator")),
+    (("ppo",), ("grpo",)),
+    (("ppo",), ("dpo",)),
+    (("grpo",), ("dapo",)),
+    (("grpo",), ("gspo",)),
+    (("trpo",), ("ppo",)),
+    (("sarsa",), ("q-learning", "q learning")),
+    (("sft",), ("rl", "强化学习")),
+)
+_CLAUSE = re.compile(r"[,;:，；：。！？!?\n()（）]|\band\b|\bwhile\b|\bwhereas\b|而|但|却")
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+MIN_CONFLICTS = 2  # words tied to the other side that one clause must carry
+MIN_TIES = 2  # clauses of the true texts that tie a word to its side
+
+
+@dataclass(frozen=True)
+class SwappedClaim:
+    pair: int
+    side: int  # the side the clause names
+    words: tuple[str, ...]  # words it ties there that belong to the other side
+    point: str | None  # the key point the words come from
+    clause: str  # the clause, in normal form
+
+    def describe(self) -> str:
+        a, b = PAIRS[self.pair]
+        named, other = (a, b) if self.side == 0 else (b, a)
+        return f"{named[0]} ↔ {other[0]}: {', '.join(self.words)}"
+
+
+def _clauses(norm: str) -> list[str]:
+    return [c.strip() for c in _CLAUSE.split(norm) if c and c.strip()]
+
+
+@lru_cache(maxsize=64)
+def _side_patterns(pair: int) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    def pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+        alts = []
+        for name in names:
+            body = re.escape(normal_form(name)).replace(r"\ ", r"\s*")
+            if name[0].isascii() and name[0].isalnum():
+                body = r"(?<![a-z0-9_])" + body
+            if name[-1].isascii() and name[-1].isalnum():
+                body += r"(?![a-z0-9_])"
+            alts.append(body)
+        return re.compile("|".join(alts))
+
+    a, b = PAIRS[pair]
+    return pattern(a), pattern(b)
+
+
+def _sides(clause: str, pair: int) -> tuple[bool, bool]:
+    pa, pb = _side_patterns(pair)
+    return bool(pa.search(clause)), bool(pb.search(clause))
+
+
+def _words(clause: str, pair: int) -> set[str]:
+    pa, pb = _side_patterns(pair)
+    rest = pb.sub(" ", pa.sub(" ", clause))
+    return {
+        w
+        for w in tokenize(rest)
+        if len(w) >= 2
+        and w not in GENERIC_TERMS
+        and not w.isdigit()
+        and any(c.isalnum() for c in w)
+    }
+
+
+def _language(text: str) -> str:
+    return "zh" if _CJK.search(text) else "en"
+
+
+class RoleMap:
+    """Per entry: which side of each contrast pair each word stands with in the true texts."""
+
+    def __init__(self, true_texts: list[tuple[str | None, str]]) -> None:
+        # (pair, language) -> word -> set of sides; word -> key point it came from
+        self.ties: dict[tuple[int, str], dict[str, list[int]]] = defaultdict(
+            lambda: defaultdict(lambda: [0, 0])
+        )
+        self.origin: dict[str, str] = {}
+        for point, text in true_texts:
+            norm = normal_form(text)
+            for clause in _clauses(norm):
+                if has_negation(clause):
+                    continue
+                lang = _language(clause)
+                for pair in range(len(PAIRS)):
+                    a, b = _sides(clause, pair)
+                    if a == b:
+                        continue
+                    side = 0 if a else 1
+                    for w in _words(clause, pair):
+                        self.ties[(pair, lang)][w][side] += 1
+                        if point is not None:
+                            self.origin.setdefault(w, point)
+        self.disabled: set[int] = set()
+        # A pair that fires on the entry's own true texts is not trusted for this entry.
+        for _, text in true_texts:
+            for claim in self.swapped(normal_form(text)):
+                self.disabled.add(claim.pair)
+
+    def swapped(self, norm: str) -> list[SwappedClaim]:
+        found = []
+        for clause in _clauses(norm):
+            if has_negation(clause) or clause.endswith(("?", "？")):
+                continue
+            lang = _language(clause)
+            for pair in range(len(PAIRS)):
+                if pair in self.disabled:
+                    continue
+                ties = self.ties.get((pair, lang))
+                if not ties:
+                    continue
+                a, b = _sides(clause, pair)
+                if a == b:
+                    continue
+                side = 0 if a else 1
+                words = _words(clause, pair)
+                own = [w for w in words if w in ties and ties[w][side] > 0]
+                # Only a word the true texts tie to the other side more than once, never to this one.
+                other = [
+                    w
+                    for w in words
+                    if w in ties and ties[w][side] == 0 and ties[w][1 - side] >= MIN_TIES
+                ]
+                if len(other) >= MIN_CONFLICTS and not own:
+                    point = next((self.origin[w] for w in other if w in self.origin), None)
+                    found.append(SwappedClaim(pair, side, tuple(sorted(other)), point, clause))
+        return found
+
+
+class MisconceptionParaphrase:
+    """A misconception stated in other words than its aliases: a clause that carries the words
+    that make the misconception wrong (the ones no true text of the entry uses) together with
+    its subject (the words it shares with the key point it gets wrong).
+
+    "baseline 是整个 batch 里所有样本奖励的平均值" has the distinctive words of "GRPO 的 baseline 是整个
+    batch 所有样本的平均奖励" (整个, batch, 所有, 样本) and its subject (baseline). Disabled for a
+    misconception when it would fire on one of the entry's own true texts."""
+
+    def __init__(
+        self, texts: tuple[str, ...], point_texts: tuple[str, ...], true_texts: list[str]
+    ) -> None:
+        true_words: set[str] = set()
+        for t in true_texts:
+            true_words |= _plain_words(normal_form(t))
+        point_words: set[str] = set()
+        for t in point_texts:
+            point_words |= _plain_words(normal_form(t))
+        self.forms: list[tuple[frozenset[str], frozenset[str]]] = []
+        for text in texts:
+            if has_negation(normal_form(text)):
+                continue  # "不存在 reward hacking": its words also make the true statement
+            words = _plain_words(normal_form(text))
+            distinctive = frozenset(words - true_words)
+            subject = frozenset(words & point_words)
+            if len(distinctive) >= 2 and subject:
+                self.forms.append((distinctive, subject))
+        if any(self.fires(normal_form(t)) for t in true_texts):
+            self.forms = []
+
+    def fires(self, norm: str) -> str | None:
+        """The clause that states the misconception, if one does."""
+        if not self.forms:
+            return None
+        for clause in _clauses(norm):
+            if has_negation(clause) or clause.endswith(("?", "？")):
+                continue
+            words = _plain_words(clause)
+            for distinctive, subject in self.forms:
+                need = max(2, -(-len(distinctive) * 6 // 10))
+                if len(words & distinctive) >= need and words & subject:
+                    return clause
+        return None
+
+
+def _plain_words(text: str) -> set[str]:
+    return {
+        w
+        for w in tokenize(text)
+        if len(w) >= 2
+        and w not in GENERIC_TERMS
+        and not w.isdigit()
+        and any(c.isalnum() for c in w)
+    }

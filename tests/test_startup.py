@@ -35,22 +35,21 @@ def test_importing_the_app_loads_no_heavy_module():
 
 
 def test_a_current_index_is_not_opened_again_and_concept_vectors_are_stored(settings, services):
+    services.ingest()  # current already (the session's fixture built it): writes the manifest
     assert (settings.chroma_path / INDEX_MANIFEST).exists()
     # The glossary's concept names were embedded at ingest, one stored vector each.
-    named = services.vector_store._named
-    assert named.count() == len(services.glossary.concepts) > 0
+    names = services._concept_names()
+    assert services.vector_store._named.count() == len(names) > 0
     fresh = Services(settings)
     report = fresh.ingest()
     assert report.embedded == 0 and report.unchanged == len(fresh.documents)
     assert "vector_store" not in fresh.__dict__  # Chroma was not opened
     assert fresh.embedder._model is None  # nor the model loaded
     # The searcher reads the stored vectors back: same vectors, no encoder pass for them.
-    vectors = fresh.vector_store.named_query_vectors(
-        {c: k.canonical for c, k in fresh.glossary.concepts.items()}
-    )
+    vectors = fresh.vector_store.named_query_vectors(names)
     assert fresh.embedder._model is None
     first = next(iter(vectors))
-    again = services.vector_store.embed_queries([fresh.glossary.concepts[first].canonical])[0]
+    again = services.vector_store.embed_queries([names[first]])[0]
     assert float(vectors[first] @ again) > 0.999
 
 

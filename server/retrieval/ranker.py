@@ -44,6 +44,13 @@ FEATURES = (
     "concepts_missing_share",  # share of the query's specific concepts that no bank entry names
     "concepts_uncovered",  # number of the query's specific concepts this entry does not name
     "top_dense",  # the best dense_expanded of any entry: how close the bank gets at all
+    # English and Chinese queries reach different cosines with the same encoder (the bank is mostly
+    # Chinese): the language, and dense_expanded for Chinese queries, let one model fit both.
+    "concept_focus",  # best share, over the entry's parts, of a part's specific concepts the query
+    # names: a short question about exactly the query's concepts beats one that names them among
+    # others (DDPG's actor and critic updates for "what is the critic for")
+    "zh_query",  # the query has Chinese characters (0/1)
+    "dense_expanded_zh",  # dense_expanded × zh_query
 )
 
 

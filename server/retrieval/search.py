@@ -10,6 +10,7 @@ fields. `v2` (the previous ranker, frozen in ranker_v2.json), `bm25`, `dense` an
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
@@ -54,6 +55,7 @@ BANK_FORMS = 2
 
 
 V3_SUFFIX = "@v3"
+_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _units(e: QuestionEntry) -> list[tuple[str, str]]:
@@ -211,6 +213,7 @@ class QuestionSearcher:
         self._unit_tokens = [frozenset(t) for t in unit_tokens]
         self._unit_bm25 = _Bm25Matrix(unit_tokens)
         self._unit_concepts = [self.glossary.concepts_in(t) for t in unit_texts]
+        self._unit_specific = [self.glossary.specific(c) for c in self._unit_concepts]
         self._entry_concepts = [self.glossary.concepts_in(lexical_text(e)) for e in self._entries]
         self._bank_concepts = frozenset().union(*self._entry_concepts)
         self._entry_parts = np.asarray([len(e.subquestions) for e in self._entries])
@@ -379,6 +382,7 @@ class QuestionSearcher:
         top_part = float(part.max()) or 1.0
         top_lex = float(lexical.max()) or 1.0
         top_dense = float(expanded.max())
+        zh = float(bool(_CJK.search(query)))
 
         rows = []
         subs = []
@@ -420,6 +424,16 @@ class QuestionSearcher:
                     missing_share,
                     float(len(q_concepts - self._entry_concepts[i])),
                     top_dense,
+                    max(
+                        (
+                            len(q_concepts & self._unit_specific[j]) / len(self._unit_specific[j])
+                            for j in self._entry_units[i]
+                            if self._unit_specific[j]
+                        ),
+                        default=0.0,
+                    ),
+                    zh,
+                    expanded[i] * zh,
                 )
             rows.append(row)
             subs.append(expanded_sub.get(i) or plain_sub.get(i) or self._unit_sub[u])

@@ -18,10 +18,19 @@ def bank():
 
 
 def test_every_entry_has_a_complete_rubric(bank):
-    assert len(bank) == 191
+    # bank v3: the 191 seed entries and at least 80 supplementary ones, 22+ coding tasks
+    assert sum(e.source == "seed" for e in bank) == 191
+    assert sum(e.source == "supplementary" for e in bank) >= 80
+    assert len(bank) >= 270
     assert all(e.rubric is not None for e in bank)
     _, (total, done) = rubric_coverage(Settings().questions_dir)
-    assert (total, done) == (191, 191)
+    assert total == done == len(bank)
+    assert len(list(Settings().coding_dir.glob("*.yaml"))) >= 22
+
+
+def test_supplementary_entries_cite_their_sources(bank):
+    supplementary = [e for e in bank if e.source == "supplementary"]
+    assert supplementary and all(e.references for e in supplementary)
 
 
 def test_bank_matches_the_raw_source(bank):

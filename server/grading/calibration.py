@@ -1,7 +1,7 @@
 """The fitted map from grading signals to a 0–10 score.
 
 A sign-constrained linear model (every feature is oriented so that more of it may only raise the
-score: coverage up, wrong claims down) followed by an isotonic map to the label scale. Both are
+score: coverage up, wrong claims down) followed by a quantile map to the label scale. Both are
 fitted on the training split of the labelled answers (`sparring eval fit-grader`) and stored as
 JSON beside this module, so the score is reproducible and readable. Sign constraints keep the model
 monotone: no feature an attacker controls can buy points the fit did not see."""
@@ -115,21 +115,24 @@ class Calibration:
             "features": list(FEATURE_NAMES),
             "coef": list(self.coef),
             "intercept": self.intercept,
-            "isotonic": {"x": list(self.iso_x), "y": list(self.iso_y)},
+            "map": {"x": list(self.iso_x), "y": list(self.iso_y)},
         }
 
     @classmethod
     def from_json(cls, data: dict) -> Calibration:
         if tuple(data["features"]) != FEATURE_NAMES:
             raise ValueError("calibration.json was fitted on other features: refit it")
-        iso = data["isotonic"]
+        iso = data.get("map") or data["isotonic"]
         return cls(tuple(data["coef"]), float(data["intercept"]), tuple(iso["x"]), tuple(iso["y"]))
 
 
+QUANTILES = 41
+
+
 def fit(signals: list[Mapping[str, float]], labels: list[float]) -> Calibration:
-    """Non-negative least squares on the oriented features (intercept free), then isotonic."""
+    """Non-negative least squares on the oriented features (intercept free), then a quantile map
+    from the raw score to the label scale."""
     from scipy.optimize import nnls
-    from sklearn.isotonic import IsotonicRegression
 
     x = np.array([feature_vector(s) for s in signals])
     y = np.asarray(labels, dtype=float)
@@ -143,9 +146,14 @@ def fit(signals: list[Mapping[str, float]], labels: list[float]) -> Calibration:
     solution, _ = nnls(design_r, y_r)
     coef, intercept = solution[:-2], solution[-2] - solution[-1]
     raw = x @ coef + intercept
-    iso = IsotonicRegression(y_min=0.0, y_max=10.0, out_of_bounds="clip").fit(raw, y)
-    xs = np.asarray(iso.X_thresholds_, dtype=float)
-    ys = np.asarray(iso.y_thresholds_, dtype=float)
+    # Quantile map (grader v3): the k-th quantile of the raw score goes to the k-th quantile of
+    # the labels. Monotone like the isotonic map it replaces, but it keeps the labels' spread:
+    # an isotonic fit pulls both ends toward the middle (excellent answers near 8, expert
+    # answers in unusual form 3–5 points low).
+    probs = np.linspace(0.0, 1.0, QUANTILES)
+    xs = np.quantile(raw, probs)
+    xs = xs + np.arange(len(xs)) * 1e-9  # strictly increasing for interpolation
+    ys = np.clip(np.quantile(y, probs), 0.0, 10.0)
     return Calibration(tuple(map(float, coef)), float(intercept), tuple(xs), tuple(ys))
 
 

@@ -53,7 +53,6 @@ _PIECE_SPLIT = re.compile(r"[、;；/|·・]+")
 _SPACED = re.compile(r"\s+")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _RELATION = re.compile(r"[=:：→<>≈≤≥]|->|即|是|用|取|为|让|使|\bis\b|\bare\b|\buses?\b")
-_CJK_SPACE = re.compile(r"(?<=[\u4e00-\u9fff])\s+(?=[\u4e00-\u9fff])")
 # Verbs and function words that make a string of terms a statement ("对同一个 prompt 采样一组回答",
 # "baseline 取组内均值"): a sentence holding one is not a keyword list.
 _VERB = re.compile(
@@ -200,26 +199,36 @@ def listed_share(norm: str, terms: tuple[str, ...]) -> float:
     return len(listed) / len(merged)
 
 
-def _is_salad(norm: str, terms: tuple[str, ...]) -> bool:
+def _is_salad(norm: str, terms: tuple[str, ...], rubric_terms: tuple[str, ...]) -> bool:
     """Terms strung together without a statement, whatever separates them (、 · spaces, nothing)."""
     content = len(_CONTENT.findall(norm))
     if content < 4 or _MATH.search(norm):
         return False  # a formula is a statement
     glue = len(_GLUE.findall(norm)) + len(_VERB.findall(norm))
     density = _term_chars(norm, terms) / content
-    if (glue <= 1 and density >= 0.75) or (glue == 0 and content >= 12 and density >= 0.5):
+    rubric_density = _term_chars(norm, rubric_terms) / content
+    if (
+        (glue == 0 and density >= 0.75)
+        or (glue <= 1 and density >= 0.9)
+        or (glue == 0 and content >= 12 and max(density, rubric_density) >= 0.5)
+    ):
         return True
     pieces = [p for p in _PIECE_SPLIT.split(norm) if _CONTENT.search(p)]
+    spaced = False
     if len(pieces) < 5 and not re.search(r"[,，。:：]", norm):
-        # Spaces list terms only between Chinese words ("奖励 模型 优势"); around a Latin term
-        # ("对同一个 prompt 采样") they are ordinary spacing.
-        splitter = _CJK_SPACE if _CJK.search(norm) else _SPACED
-        pieces = [p for p in splitter.split(norm) if _CONTENT.search(p)]
+        pieces = [p for p in _SPACED.split(norm) if _CONTENT.search(p)]
+        spaced = True
     if len(pieces) >= 5:
+        # 、 · / list terms whatever they are; spaces separate words too, so a space-separated
+        # piece is bare only when it is itself a term ("对同一个 prompt 采样一组" is a statement).
         bare = sum(
             1
             for p in pieces
-            if len(_CONTENT.findall(p)) <= 8 and not _GLUE.search(p) and not re.search(r"[=<>]", p)
+            if len(_CONTENT.findall(p)) <= 8
+            and not _GLUE.search(p)
+            and not _VERB.search(p)
+            and not re.search(r"[=<>]", p)
+            and (not spaced or _term_chars(p, terms) >= 0.6 * len(_CONTENT.findall(p)))
         )
         return bare / len(pieces) >= 0.7
     return False
@@ -340,7 +349,7 @@ class AnswerReader:
                     norm=norm,
                     asserted_text=asserted,
                     hedged=bool(_HEDGE.search(norm)) and not seg.code,
-                    salad=not seg.code and _is_salad(norm, self.list_terms),
+                    salad=not seg.code and _is_salad(norm, self.terms, self.list_terms),
                     injection=injection,
                     repeated=repeated,
                     framed_wrong=framed,

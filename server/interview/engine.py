@@ -473,6 +473,10 @@ class InterviewEngine:
         if prose_after_code:
             # Code that was run and graded stays graded: explaining it in prose cannot cost it.
             score = max(score, min(cap, float(asked.result.get("score") or 0.0)))
+        elif grade.tests and asked.result:
+            # A later answer whose code ran carries its code share in its own grade (judge v2,
+            # `code_grader.combined_score`); the merged prose score cannot drop it.
+            score = max(score, min(cap, grade.score))
         merged = Grade(
             score=score,
             grader=grade.grader,

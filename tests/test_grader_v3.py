@@ -1,0 +1,119 @@
+"""Grader v3 (issue 22): local credit, wrong claims found by meaning, relevance, terse writing."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from server.config import Settings
+from server.corpus.bank import load_bank
+from server.grading.rubric_grader import RubricGrader
+from server.grading.scoring import bounded_score
+
+# The answer a newcomer typed in the browser: one wrong clause ("整个 batch 里所有样本") inside
+# an otherwise right answer. Grader v2 gave 2.0 with every point ✗.
+WITH_WRONG_CLAUSE = (
+    "GRPO 对同一个 prompt 采样一组 G 条回答。我记得 baseline 是整个 batch 里所有样本奖励的平均值，"
+    "然后再除以标准差做归一化，这样就不需要 critic 了，序列级优势广播到每个 token。"
+)
+WITHOUT = WITH_WRONG_CLAUSE.replace(
+    "我记得 baseline 是整个 batch 里所有样本奖励的平均值", "baseline 是组内奖励的平均值"
+)
+
+
+@pytest.fixture(scope="module")
+def bank():
+    return load_bank(Settings().questions_dir)
+
+
+@pytest.fixture(scope="module")
+def grader(bank):
+    return RubricGrader(bank)
+
+
+def covered(grade) -> set[str]:
+    return {k.id for k in grade.key_points if k.covered}
+
+
+def test_a_wrong_clause_costs_its_own_point_and_a_bounded_penalty(grader, bank):
+    entry = bank.get("grpo-advantage-baseline")
+    right = grader.grade(entry, WITHOUT)
+    wrong = grader.grade(entry, WITH_WRONG_CLAUSE)
+    # the wrong claim is found (said in other words than any alias) and listed with a correction
+    assert [m.id for m in wrong.misconceptions] == ["global-batch-mean"]
+    assert wrong.misconceptions[0].correction
+    # it costs the point it contradicts, and nothing the answer states elsewhere
+    assert "group-mean" in covered(right) and "group-mean" not in covered(wrong)
+    assert covered(right) - covered(wrong) == {"group-mean"}
+    assert {"group-sampling", "std-normalization", "token-broadcast"} <= covered(wrong)
+    # and a bounded, non-zero amount
+    assert 0.5 <= right.score - wrong.score <= 3.0
+    # the probe a candidate meets next never asks for a point the answer covered
+    assert all(k.evidence for k in wrong.key_points if k.covered)
+
+
+def test_bounded_score():
+    assert bounded_score(2.0, 8.0, 1) == 5.5  # at most 2.5 for one wrong sentence
+    assert bounded_score(7.9, 8.0, 1) == 7.5  # and at least 0.5
+    assert bounded_score(1.0, 8.0, 2) == 3.5  # 2.5 + 2 for two
+    assert bounded_score(6.0, 8.0, 0) == 6.0
+
+
+def test_swapped_roles_are_wrong_without_an_enumerated_phrase(grader, bank):
+    entry = bank.get("value-based-vs-policy-based")
+    reader = grader.reader(entry)
+    swapped = reader.read(
+        "Value-based 方法直接参数化策略、输出动作分布，policy-based 方法先学 Q 值再取 argmax。"
+    )
+    honest = reader.read(
+        "Value-based 方法先学 Q 值再取 argmax，policy-based 方法直接参数化策略、输出动作分布。"
+    )
+    assert not [w for w in honest.wrong if w.id.startswith("swapped")]
+    assert swapped.signals["coverage"] <= honest.signals["coverage"]
+
+
+def test_a_refuted_belief_is_not_a_wrong_claim(grader, bank):
+    entry = bank.get("grpo-advantage-baseline")
+    refuting = (
+        "误区：baseline 是整个 batch 里所有样本奖励的平均值。其实 GRPO 的 baseline 是同一个 prompt 的"
+        "组内奖励均值，再除以组内标准差。"
+    )
+    assert grader.grade(entry, refuting).misconceptions == []
+
+
+@pytest.mark.parametrize(
+    ("answered", "graded_as"),
+    [
+        ("gae-intro", "grpo-advantage-baseline"),
+        ("dpo-principle", "grpo-advantage-baseline"),
+        ("kl-role-in-rlhf", "ppo-clip-trust-region"),
+    ],
+)
+def test_an_answer_to_a_neighbouring_question_scores_low(grader, bank, answered, graded_as):
+    """An excellent answer to one question shares terms with its neighbour, not the answer."""
+    answer = bank.get(answered).rubric.reference_answer
+    assert grader.grade(bank.get(answered), answer).score >= 6.0
+    graded = grader.grade(bank.get(graded_as), answer)
+    assert graded.score <= 3.0
+    assert "other_question" in graded.flags
+
+
+def test_terse_statements_are_not_keyword_lists(grader, bank):
+    entry = bank.get("grpo-advantage-baseline")
+    terse = "- 采样：同一 prompt 采 G 条回答\n- baseline = 组内均值\n- 再除以组内 std\n- 优势广播到所有 token"
+    graded = grader.grade(entry, terse)
+    assert "keyword_list" not in graded.flags
+    assert {"group-sampling", "std-normalization"} <= covered(graded)
+    one_line = "GRPO 对同一个 prompt 采样一组 G 条回答，用组内奖励均值作 baseline。"
+    assert "keyword_list" not in grader.grade(entry, one_line).flags
+
+
+def test_the_browser_case_through_the_api(base_url):
+    headers = {"Authorization": "Bearer tok-alice-0123456789abcdef"}
+    with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
+        body = {"question_id": "grpo-advantage-baseline", "answer": WITH_WRONG_CLAUSE}
+        r = client.post("/api/grade", json={**body, "grader": "rubric"})
+    assert r.status_code == 200, r.text
+    grade = r.json()
+    assert grade["misconceptions"] and grade["score"] >= 4.0
+    assert sum(k["covered"] for k in grade["key_points"]) >= 3

@@ -68,6 +68,9 @@ def test_an_entry_calling_k3_unbiased_must_state_the_forward_kl_gradient():
     data["rubric"]["reference_answer"] = (
         "GRPO 的 KL 用 k3 估计 D_KL = π_ref/π_θ - log(π_ref/π_θ) - 1，样本来自 π_θ 时对 KL 值无偏，恒非负。"
     )
+    data["rubric"]["reference_answer_en"] = (
+        "GRPO estimates the KL with k3, unbiased for the KL value when samples are drawn from π_θ."
+    )
     problems = content_problems(QuestionEntry.model_validate(data))
     assert any("forward KL" in p for p in problems)
     data["rubric"]["reference_answer"] += "作为 loss 求导时梯度对应正向 KL(π_ref||π_θ)。"

@@ -35,7 +35,7 @@ def test_list_filters_and_pages(alice):
 def test_list_rejects_bad_parameters(alice, params):
     r = alice.get("/api/questions", params=params)
     assert r.status_code == 422
-    assert set(r.json()["error"]) == {"code", "message"}
+    assert {"code", "message"} <= set(r.json()["error"])  # plus OpenAI's type and param
 
 
 def test_get_one_with_and_without_rubric(alice):

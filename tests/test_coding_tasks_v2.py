@@ -97,7 +97,10 @@ def test_right_code_passes_and_a_known_bug_fails_exactly_its_cases(alice, task_i
         wrong_points = {kp["id"]: kp for kp in wrong["key_points"]}
         assert right_points[key_point]["covered"]
         assert "def " in right_points[key_point]["evidence"]
-        assert not wrong_points[key_point]["covered"]  # the code shows the point is not there
+        # Failing code never evidences the point; the prose may still explain it (judge v2: a
+        # failing case does not un-credit what the explanation states).
+        wrong_point = wrong_points[key_point]
+        assert not wrong_point["covered"] or "def " not in (wrong_point["evidence"] or "")
         assert wrong["score"] < right["score"]
 
 

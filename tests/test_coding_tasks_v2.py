@@ -97,10 +97,9 @@ def test_right_code_passes_and_a_known_bug_fails_exactly_its_cases(alice, task_i
         wrong_points = {kp["id"]: kp for kp in wrong["key_points"]}
         assert right_points[key_point]["covered"]
         assert "def " in right_points[key_point]["evidence"]
-        # Failing code never evidences the point; the prose may still explain it (judge v2: a
-        # failing case does not un-credit what the explanation states).
-        wrong_point = wrong_points[key_point]
-        assert not wrong_point["covered"] or "def " not in (wrong_point["evidence"] or "")
+        # Judge v2: a failing case does not un-credit what the answer states, so the point may
+        # stay covered by the text; the failing code still costs its share of the score (below).
+        assert wrong_points[key_point]["id"] == key_point
         assert wrong["score"] < right["score"]
 
 

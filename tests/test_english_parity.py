@@ -72,7 +72,8 @@ def test_an_english_interview_over_the_sessions_api_has_no_chinese(base_url, ser
         assert q["reference_answer_en"] == (english or None)
         if english:
             # The English reference is shown, and everything the report says is English.
-            assert english.split("\n")[0].strip()[:30] in section
+            # (Markdown escapes such as "1\)" aside: the report renders bank text as Markdown)
+            assert english.split("\n")[0].strip()[:30] in section.replace("\\", "")
             assert not cjk_in(section), (q["entry_id"], cjk_in(section)[:10])
         else:
             assert "no English reference yet" in section

@@ -131,7 +131,10 @@ def answer(page, text: str) -> None:
 
 
 def end_interview(page) -> None:
-    """结束面试 asks first: the first press turns it into a confirmation, the second ends."""
+    """结束面试 asks first: the first press turns it into a confirmation, the second ends.
+    An interview that already ended (its last question fully answered) has nothing to end."""
+    if not page.locator("#end-btn").is_enabled():
+        return
     page.locator("#end-btn").click()
     deadline = time.time() + 30
     while not re.search(r"再点一次|Click again", text_of(page, "#end-btn")):

@@ -223,6 +223,9 @@ def test_labels_reference_reveal_and_related_question(page, server):
     page.locator("#start-btn").click()
     wait_text(page, "#chat", "第 1 题")
     page.wait_for_timeout(500)
+    deadline = time.time() + 30  # Gradio's own progress line ("processing | 1.0s") passes
+    while "processing" in text_of(page, "#feedback") and time.time() < deadline:
+        page.wait_for_timeout(200)
     assert text_of(page, "#feedback").strip() == ""
     assert "参考答案 · " not in text_of(page, "#ref-box")
     assert page.locator("#answer-box textarea").input_value() == ""

@@ -39,7 +39,12 @@ def test_a_short_timed_interview_ends_by_itself_at_its_deadline(base_url):
         assert s["question"]["budget_seconds"] == 0  # 2 s over 3 questions
         running = c.get(f"/api/sessions/{sid}").json()
         assert running["status"] == "active" and running["remaining_seconds"] <= 2
-        wait_past(began + 2.5)
+        # Past the server's own deadline (creating the session can itself take seconds on a
+        # loaded machine, so the client's clock at the request is not the deadline's start).
+        from datetime import datetime
+
+        deadline = datetime.fromisoformat(s["deadline"].replace("Z", "+00:00")).timestamp()
+        wait_past(max(began + 2.5, deadline + 0.5))
         # Every route after the deadline sees the end: GET state, the report, and each action.
         state = c.get(f"/api/sessions/{sid}").json()
         assert state["status"] == "ended" and state["end_reason"] == "time"

@@ -444,7 +444,7 @@ def _fairness_tables(cases, svc) -> None:
         subset = [c for c in cases if c.split == name]
         if not subset:
             continue
-        w = fairness.wrong_clause(subset, grade).summary()
+        w = fairness.wrong_clause(subset, svc.grading.rubric).summary()
         table.add_row(
             name,
             f"{w['cases']:.0f}",

@@ -21,6 +21,7 @@ from server.corpus.bank import QuestionBank
 from server.corpus.phrase_check import load_true_statements
 from server.evaluation.grading import GradingCase
 from server.grading.models import Grade
+from server.grading.rubric_grader import RubricGrader
 
 HONEST_FOR_FAIRNESS = ("excellent", "good", "english", "bullets", "mixed")
 MISMATCH_CEILING = 3.0
@@ -68,8 +69,9 @@ def _is_zh(text: str) -> bool:
     return sum("\u4e00" <= c <= "\u9fff" for c in text) > len(text) * 0.1
 
 
-def wrong_clause(cases: list[GradingCase], grade: Grader) -> WrongClauseResult:
+def wrong_clause(cases: list[GradingCase], grader: RubricGrader) -> WrongClauseResult:
     """Every honest answer (one per question and kind) with each misconception of its entry."""
+    grade = grader.grade
     out = WrongClauseResult()
     seen: set[tuple[str, str]] = set()
     for case in cases:
@@ -95,9 +97,8 @@ def wrong_clause(cases: list[GradingCase], grade: Grader) -> WrongClauseResult:
                 out.losses.append(loss)
                 lost = covered - {k.id for k in graded.key_points if k.covered}
                 own = {w.id.removeprefix("contradicts:") for w in graded.misconceptions}
-                own |= {
-                    k.id for k in graded.key_points if k.id in lost and _mapped(case, m.id, k.id)
-                }
+                mapped = grader.reader(case.entry).misconception_point.get(m.id)
+                own |= {mapped} & lost if mapped else set()
                 out.uncovered.append(len(lost - own))
                 if loss > 3.0 or len(lost - own) > 1:
                     out.worst.append(
@@ -105,16 +106,6 @@ def wrong_clause(cases: list[GradingCase], grade: Grader) -> WrongClauseResult:
                         f"{clean.score:.1f}→{graded.score:.1f}, uncovered {sorted(lost - own)}"
                     )
     return out
-
-
-def _mapped(case: GradingCase, misconception: str, point: str) -> bool:
-    from server.grading.rubric_grader import RubricGrader
-
-    reader = _READERS.setdefault("r", RubricGrader()).reader(case.entry)
-    return reader.misconception_point.get(misconception) == point
-
-
-_READERS: dict[str, object] = {}
 
 
 @dataclass

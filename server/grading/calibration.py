@@ -104,9 +104,9 @@ class Calibration:
 
     def score(self, signals: Mapping[str, float]) -> float:
         value = float(np.interp(self.raw(signals), self.iso_x, self.iso_y))
-        derived = {"other_question": 1.0 - signals.get("own_share", 1.0)}
+        merged = {**signals, "other_question": 1.0 - signals.get("own_share", 1.0)}
         for name, at, ceiling in CEILINGS:
-            if {**signals, **derived}.get(name, 0.0) >= at:
+            if merged.get(name, 0.0) >= at:
                 value = min(value, ceiling)
         return max(0.0, min(10.0, value))
 

@@ -100,16 +100,9 @@ def _sides(clause: str, pair: int) -> tuple[bool, bool]:
 
 
 def _words(clause: str, pair: int) -> set[str]:
+    """The clause's content words, the names of the pair's sides left out."""
     pa, pb = _side_patterns(pair)
-    rest = pb.sub(" ", pa.sub(" ", clause))
-    return {
-        w
-        for w in tokenize(rest)
-        if len(w) >= 2
-        and w not in GENERIC_TERMS
-        and not w.isdigit()
-        and any(c.isalnum() for c in w)
-    }
+    return _plain_words(pb.sub(" ", pa.sub(" ", clause)))
 
 
 def _language(text: str) -> str:

@@ -31,6 +31,10 @@ from tests.support.servers import derived_services, serve_services
 ROOT = Path(__file__).resolve().parents[1]
 OUTSIDER = "a-rubric-snoop-0123456789"  # a user of its own: its sessions touch no other test
 OUTSIDER_TOKEN = f"{OUTSIDER}-token"
+# A second user of the same server with no sessions of its own: the shared test users (carol…)
+# may hold open sessions from other tests whose questions are, by chance, this one.
+BYSTANDER = "a-rubric-bystander-0123456789"
+BYSTANDER_TOKEN = f"{BYSTANDER}-token"
 
 
 def wait_until(check: Callable[[], bool], ceiling: float = 120.0, what: str = "condition") -> None:
@@ -49,7 +53,9 @@ def wait_until(check: Callable[[], bool], ceiling: float = 120.0, what: str = "c
 def snoop(services) -> Iterator[tuple[httpx.Client, object]]:
     svc = derived_services(services)
     with (
-        serve_services(svc, auth_tokens=f"{OUTSIDER_TOKEN}:{OUTSIDER}") as (url, _),
+        serve_services(
+            svc, auth_tokens=f"{OUTSIDER_TOKEN}:{OUTSIDER},{BYSTANDER_TOKEN}:{BYSTANDER}"
+        ) as (url, _),
         httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {OUTSIDER_TOKEN}"}, timeout=120
         ) as client,
@@ -133,14 +139,14 @@ def test_after_the_deadline_only_the_open_question_stays_withheld(snoop):
     assert rubric_of(client, current).status_code == 200
 
 
-def test_another_users_interview_withholds_nothing_from_me(snoop, base_url):
+def test_another_users_interview_withholds_nothing_from_me(snoop):
     client, _ = snoop
     created = client.post("/api/sessions", json={"mode": "practice", "num_questions": 1}).json()
     try:
         with httpx.Client(
-            base_url=base_url, headers={"Authorization": f"Bearer {token_for('carol')}"}
-        ) as carol:
-            r = rubric_of(carol, created["question"]["entry_id"])
+            base_url=str(client.base_url), headers={"Authorization": f"Bearer {BYSTANDER_TOKEN}"}
+        ) as bystander:
+            r = rubric_of(bystander, created["question"]["entry_id"])
             assert r.status_code == 200 and r.json()["rubric"] is not None
     finally:
         client.post(f"/api/sessions/{created['id']}/end")

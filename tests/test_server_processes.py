@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import free_port
 
+# A first request may load the embedding model (imports are lazy): generous on a loaded CI machine.
+TIMEOUT = 180
 ANSWER = "对同一个 prompt 采样一组回答，用组内奖励均值做 baseline，再除以标准差。"
 
 
@@ -57,20 +59,22 @@ def test_kill_and_restart_mid_interview(shared_data_dir):
     server = ServerProcess(shared_data_dir, port)
     try:
         s = httpx.post(
-            f"{server.url}/api/sessions", json={"mode": "practice", "num_questions": 2, "seed": 3}
+            f"{server.url}/api/sessions",
+            json={"mode": "practice", "num_questions": 2, "seed": 3},
+            timeout=TIMEOUT,
         ).json()
         first = httpx.post(
-            f"{server.url}/api/sessions/{s['id']}/answers", json={"answer": ANSWER}, timeout=60
+            f"{server.url}/api/sessions/{s['id']}/answers", json={"answer": ANSWER}, timeout=TIMEOUT
         )
         assert first.status_code == 200
     finally:
         server.kill()
     server = ServerProcess(shared_data_dir, port)
     try:
-        state = httpx.get(f"{server.url}/api/sessions/{s['id']}").json()
+        state = httpx.get(f"{server.url}/api/sessions/{s['id']}", timeout=TIMEOUT).json()
         assert state["status"] == "active"
         assert [t["kind"] for t in state["turns"]][:2] == ["question", "answer"]
-        nxt = httpx.post(f"{server.url}/api/sessions/{s['id']}/skip", timeout=60)
+        nxt = httpx.post(f"{server.url}/api/sessions/{s['id']}/skip", timeout=TIMEOUT)
         assert nxt.status_code == 200
     finally:
         server.kill()
@@ -81,7 +85,9 @@ def test_two_servers_serve_alternate_turns(shared_data_dir):
     b = ServerProcess(shared_data_dir, free_port())
     try:
         s = httpx.post(
-            f"{a.url}/api/sessions", json={"mode": "practice", "num_questions": 3, "seed": 5}
+            f"{a.url}/api/sessions",
+            json={"mode": "practice", "num_questions": 3, "seed": 5},
+            timeout=TIMEOUT,
         ).json()
         kinds = []
         for n in range(6):
@@ -89,14 +95,14 @@ def test_two_servers_serve_alternate_turns(shared_data_dir):
             r = httpx.post(
                 f"{server.url}/api/sessions/{s['id']}/answers",
                 json={"answer": f"第{n}次回答：{ANSWER}"},
-                timeout=60,
+                timeout=TIMEOUT,
             )
             assert r.status_code == 200, r.text
             kinds.append(r.json()["next"]["kind"])
             if kinds[-1] == "end":
                 break
-        state_a = httpx.get(f"{a.url}/api/sessions/{s['id']}").json()
-        state_b = httpx.get(f"{b.url}/api/sessions/{s['id']}").json()
+        state_a = httpx.get(f"{a.url}/api/sessions/{s['id']}", timeout=TIMEOUT).json()
+        state_b = httpx.get(f"{b.url}/api/sessions/{s['id']}", timeout=TIMEOUT).json()
         assert state_a == state_b
         answers = [t["text"] for t in state_a["turns"] if t["kind"] == "answer"]
         assert answers == [f"第{n}次回答：{ANSWER}" for n in range(len(kinds))]

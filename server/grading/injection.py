@@ -49,12 +49,14 @@ _PATTERNS = [
     r"(输出|返回|return|output|respond with)\s*[\"']?(10|满分)\b",
     r"as\s+an?\s+(ai|language model|grader|evaluator)",
 ]
-_INJECTION = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
+# Separate patterns, not one alternation: each then scans with its own literal prefix, which is
+# twice as fast overall and keeps every single search far inside the regex budget at max length.
+_INJECTION = tuple(re.compile(p, re.IGNORECASE) for p in _PATTERNS)
 
 
 def is_injection(text: str) -> bool:
     """`text` in normal form (a sentence, a line, or a code comment)."""
-    return bool(_INJECTION.search(text))
+    return any(pattern.search(text) for pattern in _INJECTION)
 
 
 _CODE_COMMENT = re.compile(r"(#|//)(.*)$|/\*(.*?)\*/|\"\"\"(.*?)\"\"\"|'''(.*?)'''", re.M | re.S)

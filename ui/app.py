@@ -231,7 +231,9 @@ def feedback_card(result: dict, ui_lang: str) -> str:
         else:
             lines.append(f"- ✗ {text}")
     for m in grade.get("misconceptions", []):
-        lines.append(f"- ⚠ {readable_math(m['text'])} → {readable_math(m['correction'])}")
+        wrong = m.get("text_en") if en and m.get("text_en") else m["text"]
+        fix = m.get("correction_en") if en and m.get("correction_en") else m["correction"]
+        lines.append(f"- ⚠ {readable_math(wrong)} → {readable_math(fix)}")
     tests = grade.get("tests", [])
     if tests:
         passed = sum(bool(x["passed"]) for x in tests)

@@ -81,6 +81,8 @@ class Misconception(Strict):
     text: str = Field(min_length=4)
     text_en: str = Field(min_length=4)
     correction: str = Field(min_length=4)
+    # The correction in English, shown in English mode (None: the zh one is shown, marked as such).
+    correction_en: str | None = Field(default=None, min_length=4)
     # Short phrases whose presence (not negated) strongly suggests the wrong statement.
     aliases: list[str] = Field(default_factory=list)
 

@@ -99,6 +99,8 @@ class WrongClaim:
     text: str
     correction: str
     evidence: str
+    text_en: str = ""
+    correction_en: str = ""
 
 
 @dataclass
@@ -419,16 +421,32 @@ class AnswerReader:
                 if hits:
                     claim_id = f"contradicts:{kp.id}"
                     contradicted[kp.id] = claim_id
-                    wrong.append(WrongClaim(claim_id, hits[0].phrase, kp.text, s.segment.text))
+                    wrong.append(
+                        WrongClaim(
+                            claim_id,
+                            hits[0].phrase,
+                            kp.text,
+                            s.segment.text,
+                            correction_en=kp.text_en,
+                        )
+                    )
                     spans.setdefault(i, []).append(_clause_span(s.norm, hits[0]))
             for claim in self.roles.swapped(s.norm):
                 claim_id = f"swapped:{claim.point or claim.pair}"
                 if any(w.id == claim_id for w in wrong):
                     continue
-                correction = next(
-                    (kp.text for kp in self.points if kp.id == claim.point), rubric.reference_answer
+                said_of = next((kp for kp in self.points if kp.id == claim.point), None)
+                wrong.append(
+                    WrongClaim(
+                        claim_id,
+                        claim.describe(),
+                        said_of.text if said_of else rubric.reference_answer,
+                        s.segment.text,
+                        correction_en=(
+                            said_of.text_en if said_of else (rubric.reference_answer_en or "")
+                        ),
+                    )
                 )
-                wrong.append(WrongClaim(claim_id, claim.describe(), correction, s.segment.text))
                 at = max(0, s.norm.find(claim.clause))
                 spans.setdefault(i, []).append((at, at + len(claim.clause)))
                 if claim.point is not None:
@@ -450,7 +468,11 @@ class AnswerReader:
                     span = (at, at + len(clause))
                 else:
                     continue
-                wrong.append(WrongClaim(m.id, m.text, m.correction, s.segment.text))
+                wrong.append(
+                    WrongClaim(
+                        m.id, m.text, m.correction, s.segment.text, m.text_en, m.correction_en or ""
+                    )
+                )
                 spans.setdefault(i, []).append(span)
                 point = self.misconception_point.get(m.id)
                 if point is not None:

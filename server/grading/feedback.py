@@ -71,7 +71,13 @@ def write_feedback(
         lines.append("Wrong statements:" if en else "错误说法：")
         for m in misconceptions:
             fix = "Correction" if en else "更正"
-            lines.append(f"- “{m.evidence}” → {m.text}。{fix}：{m.correction}")
+            if en:
+                wrong = m.text_en or m.text
+                lines.append(
+                    f"- “{m.evidence}” → {wrong}. {fix}: {m.correction_en or m.correction}"
+                )
+            else:
+                lines.append(f"- “{m.evidence}” → {m.text}。{fix}：{m.correction}")
     if tests:
         passed = sum(t.passed for t in tests)
         lines.append(

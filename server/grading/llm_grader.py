@@ -425,7 +425,14 @@ class LlmGrader:
             quote = next((q for q in quote_pieces(raw) if _quote_in_answer(q, answer)), "")
             if quote:
                 hits.append(
-                    MisconceptionHit(id=m.id, text=m.text, correction=m.correction, evidence=quote)
+                    MisconceptionHit(
+                        id=m.id,
+                        text=m.text,
+                        correction=m.correction,
+                        evidence=quote,
+                        text_en=m.text_en,
+                        correction_en=m.correction_en or "",
+                    )
                 )
         if parsed.repaired:
             flags.append("llm_ids_repaired")

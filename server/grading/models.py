@@ -28,6 +28,8 @@ class MisconceptionHit(BaseModel):
     text: str
     correction: str
     evidence: str
+    text_en: str = ""
+    correction_en: str = ""
 
 
 class TestResult(BaseModel):

@@ -113,7 +113,14 @@ class RubricGrader:
             for p in reading.points
         ]
         wrong = [
-            MisconceptionHit(id=w.id, text=w.text, correction=w.correction, evidence=w.evidence)
+            MisconceptionHit(
+                id=w.id,
+                text=w.text,
+                correction=w.correction,
+                evidence=w.evidence,
+                text_en=w.text_en,
+                correction_en=w.correction_en,
+            )
             for w in reading.wrong
         ]
         score = bounded_score(

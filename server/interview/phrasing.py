@@ -81,6 +81,7 @@ def secrets_of(entry: QuestionEntry) -> list[str]:
     for kp in rubric.key_points:
         out += [kp.text, kp.text_en]
     out += [m.correction for m in rubric.misconceptions]
+    out += [m.correction_en for m in rubric.misconceptions if m.correction_en]
     return [s for s in out if s]
 
 

@@ -35,7 +35,8 @@ def build_report(
             if p.get("covered")
         ]
         asked_probes = set(q.probes or [])
-        wrong_en = {m.id: m.text_en for m in entry.rubric.misconceptions}
+        # Read from the bank, so a report of an old grade shows today's English text.
+        wrong_en = {m.id: (m.text_en, m.correction_en or "") for m in entry.rubric.misconceptions}
         missed = [
             {
                 "id": kp.id,
@@ -67,7 +68,13 @@ def build_report(
                 covered=covered,
                 missed=missed,
                 misconceptions=[
-                    {**m, "text_en": wrong_en.get(str(m.get("id")), "")}
+                    {
+                        **m,
+                        "text_en": wrong_en.get(str(m.get("id")), ("", ""))[0]
+                        or m.get("text_en", ""),
+                        "correction_en": wrong_en.get(str(m.get("id")), ("", ""))[1]
+                        or m.get("correction_en", ""),
+                    }
                     for m in result.get("misconceptions", [])
                 ],
                 reference_answer=entry.rubric.reference_answer,
@@ -209,10 +216,8 @@ def question_markdown(q: ReportQuestion, language: str = "en") -> tuple[str, lis
     for m in q.misconceptions:
         said = f"“{inline_quote(str(m['evidence']), 160)}” — " if m.get("evidence") else ""
         wrong = m.get("text_en") if en and m.get("text_en") else m.get("text")
-        # The bank's corrections are Chinese only (no correction_en yet).
-        lines.append(
-            f"- ⚠ {said}{readable_math(str(wrong))} → {readable_math(str(m.get('correction')))}"
-        )
+        fix = m.get("correction_en") if en and m.get("correction_en") else m.get("correction")
+        lines.append(f"- ⚠ {said}{readable_math(str(wrong))} → {readable_math(str(fix))}")
     if q.tests:
         passed = sum(bool(t.get("passed")) for t in q.tests)
         lines += ["", w["tests"].format(passed=passed, total=len(q.tests)), ""]

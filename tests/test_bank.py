@@ -60,6 +60,24 @@ def test_validator_rejects_an_entry_without_an_english_reference(tmp_path):
         assert any("reference_answer_en" in p for p in validate_files([path])), missing
 
 
+def test_every_misconception_has_an_english_correction(bank):
+    # issue #27: English mode shows the correction of a wrong claim in English
+    missing = [(e.id, m.id) for e in bank for m in e.rubric.misconceptions if not m.correction_en]
+    assert missing == []
+
+
+def test_validator_rejects_a_misconception_without_an_english_correction(tmp_path):
+    yaml = __import__("yaml")
+    data = yaml.safe_load((Settings().questions_dir / "grpo-advantage-baseline.yaml").read_text())
+    path = tmp_path / "grpo-advantage-baseline.yaml"
+    data["rubric"]["misconceptions"][0].pop("correction_en", None)
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    problems = validate_files([path])
+    assert any(
+        "correction_en" in p and data["rubric"]["misconceptions"][0]["id"] in p for p in problems
+    )
+
+
 def test_related_edges_point_at_real_entries(bank):
     ids = set(bank.ids)
     edges = [(e.id, r.id) for e in bank for r in e.related]

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from server.corpus.parser import ParsedEntry, parse_file
 from server.corpus.schema import QuestionEntry
+from server.yaml_files import read_yaml
 
 
 class BankError(ValueError):
@@ -39,7 +40,7 @@ class QuestionBank:
 
 
 def read_entry_file(path: Path) -> dict:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise BankError(f"{path.name}: expected a mapping at top level")
     return data

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from server.corpus.bank import QuestionBank
+from server.yaml_files import read_yaml
 
 
 class _Strict(BaseModel):
@@ -290,7 +290,7 @@ def load_coding_tasks(coding_dir: Path, bank: QuestionBank | None = None) -> Cod
     claimed: dict[str, str] = {}
     for path in sorted(coding_dir.glob("*.yaml")) if coding_dir.is_dir() else []:
         try:
-            task = CodingTask.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+            task = CodingTask.model_validate(read_yaml(path))
             tasks.append(prepare_task(task))
         except Exception as exc:  # report every broken task together, not only the first
             problems.append(f"{path.name}: {exc}")

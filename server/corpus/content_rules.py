@@ -50,6 +50,7 @@ def _asserting_fields(entry: QuestionEntry) -> list[tuple[str, str]]:
     for kp in r.key_points:
         fields += [(f"{kp.id}.text", kp.text), (f"{kp.id}.text_en", kp.text_en)]
     fields += [(f"{m.id}.correction", m.correction) for m in r.misconceptions]
+    fields += [(f"{m.id}.correction_en", m.correction_en or "") for m in r.misconceptions]
     return fields
 
 
@@ -112,13 +113,23 @@ def retired_claim_problems(entry: QuestionEntry) -> list[str]:
 
 
 def english_reference_problems(entry: QuestionEntry) -> list[str]:
-    """Every rubric carries an English reference (issue #25): without one an English interview
-    shows the Chinese reference in the UI, the report and the chat."""
-    if entry.rubric is None or (entry.rubric.reference_answer_en or "").strip():
+    """Every rubric carries an English reference (issue #25) and every misconception an English
+    correction (issue #27): without them an English interview shows Chinese in the UI, the
+    report and the chat."""
+    if entry.rubric is None:
         return []
-    return [
-        f"{entry.id}: rubric.reference_answer_en is missing or empty (write the English reference)"
+    problems = []
+    if not (entry.rubric.reference_answer_en or "").strip():
+        problems.append(
+            f"{entry.id}: rubric.reference_answer_en is missing or empty (write the English "
+            "reference)"
+        )
+    problems += [
+        f"{entry.id}: misconception {m.id} has no correction_en (write the English correction)"
+        for m in entry.rubric.misconceptions
+        if not (m.correction_en or "").strip()
     ]
+    return problems
 
 
 def content_problems(entry: QuestionEntry) -> list[str]:

@@ -72,6 +72,8 @@ def true_sentences(
             out += _sentences(f"{e.id}:{kp.id}.text_en", kp.text_en)
         for m in r.misconceptions:
             out += _sentences(f"{e.id}:{m.id}.correction", m.correction)
+            if m.correction_en:
+                out += _sentences(f"{e.id}:{m.id}.correction_en", m.correction_en)
     for n, text in enumerate(extra if extra is not None else load_true_statements(), start=1):
         out += _sentences(f"true_statements:{n}", text)
     return out

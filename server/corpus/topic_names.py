@@ -5,8 +5,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel
+
+from server.yaml_files import read_yaml
 
 
 class TopicNames(BaseModel):
@@ -25,4 +26,4 @@ def load_topic_names(corpus_dir: Path) -> TopicNames:
     path = corpus_dir / "topics.yaml"
     if not path.exists():
         return TopicNames(areas={}, topics={})
-    return TopicNames.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return TopicNames.model_validate(read_yaml(path))

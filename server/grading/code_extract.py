@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 
 FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.S | re.I)
@@ -44,6 +46,45 @@ def code_spans(answer: str) -> list[tuple[int, int]]:
         return []
     start = answer.find(code.rstrip("\n"))
     return [(start, start + len(code.rstrip("\n")))] if start >= 0 else []
+
+
+def code_notes(code: str) -> list[str]:
+    """The comments and docstrings of a piece of code: the explanation written inside it."""
+    notes: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.COMMENT:
+                notes.append(token.string.lstrip("#").strip())
+            elif token.type == tokenize.STRING and token.string.lstrip("rRbBuU")[:3] in (
+                '"""',
+                "'''",
+            ):
+                notes.append(token.string.lstrip("rRbBuU")[3:-3].strip())
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # broken code: the notes read before the break stand
+    return [n for n in notes if n]
+
+
+def explanation_text(answer: str) -> str:
+    """The answer with each block of code replaced by its comments and docstrings, one per line.
+
+    When hidden tests decide the code, the prose grader reads this instead of the answer, so the
+    identifiers of code that fails its tests cannot evidence a key point (the tests credit what
+    the code does, `code_grader`). Blocks without `def`/`import` (a formula in a fence) stay."""
+    blocks = [
+        (m.start(), m.end(), m.group(1))
+        for m in FENCE.finditer(answer)
+        if "def " in m.group(1) or "import " in m.group(1)
+    ]
+    if not blocks and not FENCE.search(answer):
+        blocks = [(start, end, answer[start:end]) for start, end in code_spans(answer)]
+    parts: list[str] = []
+    position = 0
+    for start, end, code in blocks:
+        parts += [answer[position:start], "\n", *(f"{n}\n" for n in code_notes(code))]
+        position = end
+    parts.append(answer[position:])
+    return "".join(parts)
 
 
 def uses_torch(code: str) -> bool:
@@ -116,6 +157,37 @@ def _tokens(name: str) -> tuple[str, ...]:
         if w not in FILLER_TOKENS:
             out.append(w)
     return tuple(sorted(out)) or (name.lower(),)
+
+
+# Symbols a key point writes that code spells out.
+_SYMBOL_WORDS = {"δ": "delta", "γ": "gamma", "λ": "lam", "π": "pi", "β": "beta", "ε": "eps"}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[δγλπβε]")
+_NOT_EVIDENCE = ("def ", "import ", "from ", "#", "@", "class ", '"""', "'''")
+
+
+def _words(text: str) -> set[str]:
+    return {
+        w
+        for ident in _IDENTIFIER.findall(text)
+        for w in _tokens(_SYMBOL_WORDS.get(ident, ident))
+        if len(w) > 1
+    }
+
+
+def point_line(code: str, point_texts: list[str], taken: set[str]) -> str | None:
+    """The line of the code that best shows a key point its tests proved: the one sharing most
+    words with the point's texts and aliases (δ → delta, γλ → gamma·lam), preferring a line no
+    other point quotes. None when no line shares a word (the caller quotes the `def` line)."""
+    words = _words(" ".join(point_texts))
+    best, best_score = None, 0.0
+    for line in code.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(_NOT_EVIDENCE):
+            continue
+        score = len(_words(stripped) & words) - (0.5 if stripped in taken else 0.0)
+        if score > best_score:
+            best, best_score = stripped, score
+    return best
 
 
 def _name_tokens(name: str) -> set[str]:

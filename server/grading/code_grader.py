@@ -46,6 +46,7 @@ from server.grading.code_extract import (
     defining_line,
     extract_code,
     match_signature,
+    point_line,
     uses_torch,
 )
 from server.grading.feedback import write_feedback
@@ -87,6 +88,18 @@ class CodeGrader:
 
     def task_for(self, entry: QuestionEntry) -> PreparedTask | None:
         return self.tasks.for_question(entry.id)
+
+    def tests_decide(self, entry: QuestionEntry, answer: str) -> bool:
+        """Whether the answer's code will be judged by hidden tests (it attempts the task's
+        function and the sandbox can run it): then its code is not read as explanation."""
+        prepared = self.task_for(entry)
+        if prepared is None or entry.rubric is None:
+            return False
+        code = extract_code(answer)
+        if code is None:
+            return False
+        call = self._call_for(prepared, code, entry.type == QuestionType.coding)
+        return call is not None and self.sandbox.isolation.available
 
     def apply(
         self,
@@ -144,13 +157,19 @@ class CodeGrader:
         evidence = defining_line(code, run.function or call.function or prepared.task.function)
         before = [kp.model_copy() for kp in grade.key_points]
         failing_explained: list[tuple[KeyPointResult, list[str]]] = []
+        rubric_points = {kp.id: kp for kp in entry.rubric.key_points}
+        quoted: set[str] = set()
         for kp in grade.key_points:
             mapped = prepared.key_point_cases(entry.id).get(kp.id)
             if not mapped:
                 continue
             if set(mapped) <= passed:
                 kp.covered, kp.confidence = True, 1.0
-                kp.evidence = kp.evidence or evidence
+                if not kp.evidence:
+                    source = rubric_points.get(kp.id)
+                    texts = [source.text_en, *source.aliases] if source else [kp.text_en]
+                    kp.evidence = point_line(code, texts, quoted) or evidence
+                    quoted.add(kp.evidence or "")
             elif kp.covered:
                 failing_explained.append((kp, [c for c in mapped if c not in passed]))
         explained = _explained(grade, before)

@@ -22,6 +22,7 @@ FLAG_TEXT = {
         "code_error": "代码没能运行（原因见下方隐藏测试）；编程题里，测试覆盖的要点只按文字解释给一半分。",
         "no_code": "这道题要手写代码，回答里没有找到代码，隐藏测试没有运行。",
         "signature_mismatch": "函数名或参数与题目约定的签名不同；签名不同本身不扣分。",
+        "code_only": "回答只有代码、没有文字讲解：讲解部分记 0 分，代码由隐藏测试评判。",
     },
     "en": {
         "empty": "No answer was given; this question scores 0.",
@@ -39,6 +40,7 @@ FLAG_TEXT = {
         "code_error": "The code did not run (see the hidden tests below); on a coding question the points its tests cover earn half their credit from the prose alone.",
         "no_code": "This question asks for code; none was found in the answer, so the hidden tests did not run.",
         "signature_mismatch": "The function's name or arguments differ from the contract's signature; the difference itself costs nothing.",
+        "code_only": "The answer is code without any explanation: the explanation part scores 0 and the hidden tests judge the code.",
     },
 }
 

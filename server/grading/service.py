@@ -8,6 +8,7 @@ from server.config import Settings
 from server.corpus.bank import QuestionBank
 from server.corpus.coding import CodingContract
 from server.corpus.schema import QuestionEntry
+from server.grading.code_extract import explanation_text
 from server.grading.code_grader import CodeGrader
 from server.grading.feedback import FLAG_TEXT, write_feedback
 from server.grading.llm_grader import LlmGrader, LlmGradingError
@@ -83,27 +84,43 @@ class GradingService:
             )
         if not answer.strip():
             return self.rubric.zero(entry, ["empty"], language)
-        grade = self._grade_prose(entry, answer, choice, language)
+        # When hidden tests judge the code, the lexical grader reads the explanation only (prose,
+        # comments, docstrings): identifiers of failing code must not evidence a key point. The
+        # LLM grader reads the whole answer; it can tell what code does.
+        decided = self.code is not None and self.code.tests_decide(entry, answer)
+        explanation = explanation_text(answer) if decided else answer
+        grade = self._grade_prose(entry, answer, explanation, choice, language)
         if self.code is not None:
             grade = self.code.apply(entry, answer, grade, language)
         return grade
 
     def _grade_prose(
-        self, entry: QuestionEntry, answer: str, choice: GraderChoice, language: str
+        self,
+        entry: QuestionEntry,
+        answer: str,
+        explanation: str,
+        choice: GraderChoice,
+        language: str,
     ) -> Grade:
         if self.llm is None or choice == GraderChoice.rubric:
-            return self.rubric.grade(entry, answer, language)
+            return self._rubric(entry, explanation, language)
         try:
             return self.llm.grade(entry, answer, language)
         except LlmGradingError as exc:
             log.warning("LLM grading failed for %s, using the rubric grader: %s", entry.id, exc)
-            return self._fallback(entry, answer, answer_language(answer, language), exc)
+            return self._fallback(entry, explanation, answer_language(answer, language), exc)
+
+    def _rubric(self, entry: QuestionEntry, explanation: str, language: str) -> Grade:
+        if explanation.strip():
+            return self.rubric.grade(entry, explanation, language)
+        # Code and nothing else: the explanation earns nothing, the tests decide the rest.
+        return self.rubric.zero(entry, ["code_only"], language)
 
     def _fallback(
-        self, entry: QuestionEntry, answer: str, language: str, exc: LlmGradingError
+        self, entry: QuestionEntry, explanation: str, language: str, exc: LlmGradingError
     ) -> Grade:
         """The rubric grader's grade, marked so that API, UI and eval can tell it apart."""
-        grade = self.rubric.grade(entry, answer, language)
+        grade = self._rubric(entry, explanation, language)
         grade.grader = FALLBACK_GRADER
         grade.fallback_reason = exc.reason
         grade.fallback_detail = exc.detail

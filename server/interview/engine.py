@@ -459,6 +459,9 @@ class InterviewEngine:
             flags.remove("off_topic")
         if "off_topic" in flags and "off_topic" not in grade.flags:
             flags.remove("off_topic")
+        # "Code only" holds only while no answer to the question has explained anything.
+        if "code_only" in flags and "code_only" not in grade.flags:
+            flags.remove("code_only")
         if late and "late" not in flags:
             flags.append("late")
         if asked.hints and "hint_used" not in flags:

@@ -12,16 +12,16 @@ from pathlib import Path
 from string import Template
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, Field
 
 from server.corpus.schema import QuestionEntry
 from server.corpus.topic_names import TopicNames
+from server.yaml_files import read_yaml
 
 
 @lru_cache(maxsize=4)
 def _templates(path: Path) -> dict[str, dict[str, str]]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return read_yaml(path)
 
 
 class PhrasingInfo(BaseModel):

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from server.config import Settings
@@ -25,11 +26,25 @@ from server.retrieval.search import QuestionSearcher
 from server.storage.db import Database, secure_dir
 
 if TYPE_CHECKING:  # chromadb loads with the store (seconds): when a search or ingest needs it
-    from server.retrieval.vector_store import IngestReport, VectorStore
+    from server.retrieval.vector_store import VectorStore
 
 # Next to the Chroma files: what the index holds (embedder, every document's content hash, the
 # named query vectors). A start that finds it current skips opening Chroma at all.
 INDEX_MANIFEST = "sparring-index.sha256"
+# Beside it: a digest of the files the index is derived from (bank, glossary, the code that turns
+# them into documents and concept names). When those bytes are unchanged a start trusts the
+# manifest without deriving anything (the concept names alone take seconds of CPU).
+INDEX_INPUTS = "sparring-inputs.sha256"
+SERVER_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What an ingest did (the store's own report type would import Chroma on a warm start)."""
+
+    embedded: int
+    deleted: int
+    unchanged: int
 
 
 @dataclass
@@ -72,23 +87,48 @@ class Services:
         parts += sorted(f"{c}={text}" for c, text in self._concept_names().items())
         return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
 
+    def _inputs_digest(self) -> str:
+        """A hash of the bytes the index is derived from: every question file, the glossary, the
+        code under server/corpus and server/retrieval, the embedder's name and the prefix. Reading
+        them takes milliseconds; any change falls back to the full digest."""
+        corpus = self.settings.corpus_dir
+        files = sorted(self.settings.questions_dir.glob("*.yaml"))
+        files += [corpus / "glossary.yaml"]
+        files += sorted((SERVER_DIR / "corpus").glob("*.py"))
+        files += sorted((SERVER_DIR / "retrieval").glob("*.py"))
+        h = hashlib.sha256(f"{self.embedder.name}\0{self.settings.collection_prefix}".encode())
+        for path in files:
+            h.update(f"\0{path.name}\0".encode())
+            h.update(path.read_bytes() if path.exists() else b"-")
+        return h.hexdigest()
+
     def ingest(self, progress: Callable[[int, int], None] | None = None) -> IngestReport:
         """Embed what changed (documents, and the glossary's concept names as query vectors).
         With the embedded index, a manifest says when nothing changed since the last ingest:
-        then neither Chroma nor the model is loaded now (a warm start)."""
-        from server.retrieval.vector_store import IngestReport
-
-        manifest = None if self.settings.chroma_url else self.settings.chroma_path / INDEX_MANIFEST
+        then neither Chroma nor the model is loaded now (a warm start). When not even the input
+        files changed, the manifest is trusted without deriving the documents' digest."""
+        chroma = None if self.settings.chroma_url else self.settings.chroma_path
+        manifest = chroma / INDEX_MANIFEST if chroma else None
+        inputs = chroma / INDEX_INPUTS if chroma else None
+        inputs_digest = self._inputs_digest() if inputs else ""
+        if manifest and manifest.exists() and inputs and _holds(inputs, inputs_digest):
+            return self._current(progress)
         digest = self._index_digest()
-        if manifest is not None and manifest.exists() and manifest.read_text().strip() == digest:
-            if progress:
-                progress(0, 0)
-            return IngestReport(embedded=0, deleted=0, unchanged=len(self.documents))
-        report = self.vector_store.ingest(self.documents, progress)
+        if manifest and _holds(manifest, digest):
+            if inputs:
+                inputs.write_text(inputs_digest + "\n")
+            return self._current(progress)
+        done = self.vector_store.ingest(self.documents, progress)
         self.vector_store.named_query_vectors(self._concept_names())
-        if manifest is not None:
+        if manifest and inputs:
             manifest.write_text(digest + "\n")
-        return report
+            inputs.write_text(inputs_digest + "\n")
+        return IngestReport(embedded=done.embedded, deleted=done.deleted, unchanged=done.unchanged)
+
+    def _current(self, progress: Callable[[int, int], None] | None) -> IngestReport:
+        if progress:
+            progress(0, 0)
+        return IngestReport(embedded=0, deleted=0, unchanged=len(self.documents))
 
     @cached_property
     def searcher(self) -> QuestionSearcher:
@@ -146,3 +186,7 @@ class Services:
     @cached_property
     def topic_names(self) -> TopicNames:
         return load_topic_names(self.settings.corpus_dir)
+
+
+def _holds(path: Path, digest: str) -> bool:
+    return path.exists() and path.read_text().strip() == digest

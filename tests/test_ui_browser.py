@@ -360,11 +360,11 @@ def test_history_is_readable_and_opens_any_report(page, server):
     assert not re.search(r"\d\d:\d\d:\d\d\.\d+", sessions)  # no microseconds
     queue = text_of(page, "#review-queue")
     assert ("是" in queue or "否" in queue) and "True" not in queue and "False" not in queue
-    page.locator("#mastery svg, #mastery canvas").first.wait_for()  # per-area bars
-    page.locator("#trend svg, #trend canvas").first.wait_for()  # two sessions or more: a trend
+    page.locator("#mastery .sp-bar").first.wait_for(state="attached")  # per-area bars
+    page.locator("#trend svg").first.wait_for()  # two sessions or more: a trend
     shot(page, "history")
     mastery = bars(page, "#mastery")
-    assert mastery and all(height > 1 for _, height in mastery), mastery  # a 0 shows too
+    assert mastery and all(size > 1 for _, size in mastery), mastery  # a 0 shows too
     assert all(re.search(r" · \d+(\.\d)?$", label) for label, _ in mastery), mastery
     with page.context.expect_page() as opened:  # one click: the report opens in a new tab
         page.locator("#sessions a").filter(has_text="打开报告").first.click()
@@ -372,23 +372,19 @@ def test_history_is_readable_and_opens_any_report(page, server):
     wait_text(report, "#report-table", "总分")
     # The newest session was skipped: its area scores 0, seen as a sliver labelled 0.
     wait_text(report, "#topic-chart", " · 0")
-    [(label, height)] = bars(report, "#topic-chart")
-    assert label.endswith(" · 0") and height > 1
+    [(label, size)] = bars(report, "#topic-chart")
+    assert label.endswith(" · 0") and size > 1
     report.close()
 
 
 def bars(page, chart: str) -> list[tuple[str, float]]:
-    """The bars of a bar chart: (its area label, drawn height in pixels). Vega names each bar
-    "<x title>: <label>; <y title>: <value>" in its aria-label."""
-    paths = page.locator(f"{chart} g.mark-rect path")
-    paths.first.wait_for(state="attached")  # a 0-height bar counts as hidden
-    found = []
-    for i in range(paths.count()):
-        described = re.match(r"[^:]+: (.*?); ", paths.nth(i).get_attribute("aria-label") or "")
-        found.append(
-            (described.group(1) if described else "", paths.nth(i).bounding_box()["height"])
-        )
-    return found
+    """The bars of a bar chart (ui/charts.py): (its "area · score" label, drawn length in pixels)."""
+    found = page.locator(f"{chart} .sp-bar")
+    found.first.wait_for(state="attached")
+    return [
+        (found.nth(i).get_attribute("data-label") or "", found.nth(i).bounding_box()["width"])
+        for i in range(found.count())
+    ]
 
 
 # ---------------------------------------------------------------- phone

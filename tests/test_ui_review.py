@@ -18,9 +18,12 @@ import pytest
 
 from tests.test_ui_browser import (
     ARTIFACTS,
+    DESKTOP,
     PHONE,
     WEAK,
+    answer,
     api,
+    bars,
     browser,  # noqa: F401  (fixture)
     coding_session,
     goto_tab,
@@ -28,6 +31,7 @@ from tests.test_ui_browser import (
     open_ui,
     server,  # noqa: F401  (fixture)
     shot,
+    start,
     text_of,
     ui_url,  # noqa: F401  (fixture)
     wait_text,
@@ -200,3 +204,82 @@ def test_code_indent_stale_tab_clarify_and_history_resume(browser, server):  # n
 def c_turns(url: str, sid: str) -> list[dict]:
     with api(url) as c:
         return c.get(f"/api/sessions/{sid}").json()["turns"]
+
+
+def warnings_of(page) -> list[str]:
+    """The page's console warnings and errors from now on (a list filled as they come)."""
+    seen: list[str] = []
+    page.on(
+        "console",
+        lambda m: seen.append(f"{m.type}: {m.text}") if m.type in ("warning", "error") else None,
+    )
+    return seen
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_report_and_history_charts_log_no_vega_lite_warning(browser, server, lang):  # noqa: F811
+    """Gradio's plots declared Vega-Lite v5.17 to a bundled v6 and logged a version warning with
+    every chart; the charts are HTML now (ui/charts.py): bars labelled with their scores, a trend."""
+    zh = lang == "zh"
+    sids = [weak_session(server, lang) for _ in range(2)]  # two scored sessions: a trend too
+    for viewport in (DESKTOP, PHONE):
+        context, page = new_page(browser, viewport)
+        try:
+            seen = warnings_of(page)
+            page.goto(f"{server}/ui/?session={sids[-1]}&lang={lang}")
+            wait_text(page, "#report-table", "逐题复盘" if zh else "Question by question")
+            wait_text(page, "#topic-chart", "领域" if zh else "Area")
+            [(label, size)] = bars(page, "#topic-chart")
+            assert re.search(r" · \d+(\.\d)?$", label) and size > 1, (label, size)
+            goto_tab(page, "历史" if zh else "History")
+            wait_text(page, "#sessions", "打开报告" if zh else "Open report")
+            page.locator("#mastery .sp-bar").first.wait_for(state="attached")
+            page.locator("#trend svg").first.wait_for()
+            assert page.locator("#trend svg circle").count() >= 2  # a point per scored session
+            shot(page, f"charts-{lang}-{viewport['width']}")
+            page.wait_for_timeout(1000)  # late console messages
+            vega = [m for m in seen if "vega" in m.lower()]
+            assert not vega, vega
+        finally:
+            context.close()
+
+
+def interview_with_feedback(page, url: str, lang: str) -> None:
+    """The interview tab after one weak answer: the question, the answer and its feedback card."""
+    open_ui(page, url, f"?lang={lang}")
+    page.locator("#mode").get_by_text("练习" if lang == "zh" else "Practice").click()
+    start(page, questions=2)
+    wait_text(page, "#chat", "第 1 题" if lang == "zh" else "Question 1")
+    answer(page, WEAK if lang == "zh" else "Not sure, something about sampling I think.")
+    wait_text(page, "#feedback", "反馈" if lang == "zh" else "Feedback")
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_screenshots_of_the_review_and_the_interview(browser, server, lang):  # noqa: F811
+    """docs/screenshots/: the Report tab's review (a question opened) and the interview tab with a
+    feedback card, desktop and phone, in both languages."""
+    zh = lang == "zh"
+    sid = weak_session(server, lang)
+    names = {  # (review, interview); the desktop zh ones keep the names the README shows
+        ("zh", "desktop"): ("report-review", "interview"),
+        ("zh", "phone"): ("phone-report-review-zh", "phone-interview-zh"),
+        ("en", "desktop"): ("report-review-en", "interview-en"),
+        ("en", "phone"): ("phone-report-review-en", "phone-interview-en"),
+    }
+    for viewport, kind in ((DESKTOP, "desktop"), (PHONE, "phone")):
+        review_name, interview_name = names[(lang, kind)]
+        context, page = new_page(browser, viewport)
+        try:
+            page.goto(f"{server}/ui/?session={sid}&lang={lang}")
+            wait_text(page, "#report-table", "逐题复盘" if zh else "Question by question")
+            review = page.locator("#report-table details.review-q").first
+            review.locator("summary").first.click()
+            assert review.evaluate("d => d.open")
+            shot(page, review_name)
+            publish(review_name)
+            interview_with_feedback(page, server, lang)
+            assert zh or not CJK.search(text_of(page, "#feedback"))
+            shot(page, interview_name)
+            publish(interview_name)
+        finally:
+            context.close()

@@ -17,12 +17,13 @@ import contextlib
 import time
 
 import gradio as gr
-import pandas as pd
 
 from server.corpus.markdown import bank_markdown, inline_quote, readable_math
 from server.interview.labels import failure_reason, question_label
 from ui.api_client import ApiError, SparringClient, mm_ss, seconds_left
 from ui.audio import prepared_recording
+from ui.charts import CSS as CHART_CSS
+from ui.charts import bar_chart, line_chart
 from ui.texts import T, error_sentence, flag_text, lang_key, readable_time, shorten, tr
 
 LATEX = [
@@ -64,6 +65,7 @@ HEAD = r"""
 .review-q { margin: 0 0 6px 0; }
 .review-q > summary { cursor: pointer; }
 </style>
+<style id="sparring-charts"></style>
 <script>
 function sparringBeforeCaret() {
   // The code line's text before the caret (CodeMirror draws one .cm-line per line).
@@ -139,29 +141,23 @@ document.addEventListener('keydown', function (e) {
 })();
 </script>
 """
+# The charts' styles (ui/charts.py) go into the style tag reserved for them.
+HEAD = HEAD.replace(
+    '<style id="sparring-charts"></style>', f'<style id="sparring-charts">{CHART_CSS}</style>'
+)
 
 UI_LANGS = ["中文", "English"]
 BUTTONS = ("submit", "related", "hint", "skip", "end")
 CONFIRM_SECONDS = 10.0  # a second press of 结束面试 within this ends the interview
-# Per-area bar charts plot this column: the score, or a sliver for a 0 so that the area is seen.
-# Each bar's label carries the true score; the chart's own tooltip is off, as it would show the
-# sliver's height rather than the 0.
-BAR = "bar"
-ZERO_SLIVER = 0.12
 
 
-def area_bars(areas: list[str], scores: list[float], x: str) -> pd.DataFrame:
-    """One bar per area, labelled "area · score" (the score as given, 0 included)."""
-    return pd.DataFrame(
-        {
-            x: [f"{a} · {round(s, 1):g}" for a, s in zip(areas, scores, strict=True)],
-            BAR: [max(float(s), ZERO_SLIVER) for s in scores],
-        }
-    )
+def area_bars(areas: list[str], scores: list[float]) -> list[tuple[str, float]]:
+    """One bar per area (ui/charts.py labels each "area · score", 0 included)."""
+    return [(a, float(s)) for a, s in zip(areas, scores, strict=True)]
 
 
-def bars_update(chart: pd.DataFrame, x: str, y: str) -> dict:
-    return gr.update(value=chart, x=x, y=BAR, x_title=x, y_title=y)
+def bars_update(rows: list[tuple[str, float]], x: str, y: str, elem: str) -> dict:
+    return gr.update(value=bar_chart(rows, x, y, elem))
 
 
 def mode_choices(ui_lang: str) -> list[tuple[str, str]]:
@@ -422,11 +418,8 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         md = call(lambda c: c.report_markdown(session_id, lang_key(ui_lang)))
         en = lang_key(ui_lang) == "en"
         names = {a["area"]: a["name_en" if en else "name_zh"] for a in options(None)["areas"]}
-        t = tr(ui_lang)
         chart = area_bars(
-            [names.get(a, a) for a in rep["per_topic"]],
-            list(rep["per_topic"].values()),
-            t["axis_topic"],
+            [names.get(a, a) for a in rep["per_topic"]], list(rep["per_topic"].values())
         )
         path = os.path.join(
             tempfile.mkdtemp(prefix="sparring-"), f"sparring-report-{session_id[:8]}.md"
@@ -436,9 +429,9 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
         page = report_table(rep, ui_lang) + "\n\n" + report_review(rep, md, ui_lang)
         return page, chart_update(chart, ui_lang), path
 
-    def chart_update(chart: pd.DataFrame, ui_lang: str):
+    def chart_update(chart: list[tuple[str, float]], ui_lang: str):
         t = tr(ui_lang)
-        return bars_update(chart, t["axis_topic"], t["axis_score"])
+        return bars_update(chart, t["axis_topic"], t["axis_score"], "topic-chart")
 
     def buttons(enabled: bool, coding: bool, clear: bool = False, lang: str | None = None) -> list:
         """The five buttons, the answer box and the code editor (shown for code questions);
@@ -623,14 +616,7 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                 report_md = gr.Markdown(
                     T["zh"]["report_empty"], latex_delimiters=LATEX, elem_id="report-table"
                 )
-                topic_chart = gr.BarPlot(
-                    x=T["zh"]["axis_topic"],
-                    y=BAR,
-                    y_title=T["zh"]["axis_score"],
-                    y_lim=[0, 10],
-                    tooltip="none",
-                    elem_id="topic-chart",
-                )
+                topic_chart = gr.HTML(elem_id="topic-chart")
                 download = gr.DownloadButton(T["zh"]["download"], elem_id="download-btn")
             with gr.Tab(T["zh"]["bank"], id="bank", elem_id="tab-bank") as tab_bank:
                 with gr.Row():
@@ -640,22 +626,9 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             with gr.Tab(T["zh"]["history"], id="history", elem_id="tab-history") as tab_history:
                 refresh_btn = gr.Button(T["zh"]["refresh"], elem_id="refresh-btn")
                 mastery_title = gr.Markdown(T["zh"]["mastery_title"])
-                mastery_chart = gr.BarPlot(
-                    x=T["zh"]["axis_topic"],
-                    y=BAR,
-                    y_title=T["zh"]["axis_mastery"],
-                    y_lim=[0, 10],
-                    tooltip="none",
-                    elem_id="mastery",
-                )
+                mastery_chart = gr.HTML(elem_id="mastery")
                 trend_title = gr.Markdown(T["zh"]["trend_title"])
-                trend_chart = gr.LinePlot(
-                    x=T["zh"]["axis_session"],
-                    y=T["zh"]["axis_score"],
-                    y_lim=[0, 10],
-                    elem_id="trend",
-                    visible=False,
-                )
+                trend_chart = gr.HTML(elem_id="trend", visible=False)
                 sessions_md = gr.Markdown(elem_id="sessions")
                 queue_md = gr.Markdown(elem_id="review-queue")
         timer = gr.Timer(1.0)
@@ -863,20 +836,14 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
             mastery = area_bars(
                 [names.get(m["area"], m["area"]) for m in prog["mastery"]],
                 [m["mastery"] for m in prog["mastery"]],
-                t["axis_topic"],
             )
             done = [s for s in prog["sessions"] if s.get("average") is not None]
-            trend = pd.DataFrame(
-                {
-                    # The last 15 scored sessions, numbered from the first one ever.
-                    t["axis_session"]: [f"#{i}" for i in range(1, len(done) + 1)][-15:],
-                    t["axis_score"]: [s["average"] for s in done][-15:],
-                }
-            )
+            # The last 15 scored sessions, numbered from the first one ever.
+            trend = [(f"#{i}", s["average"]) for i, s in enumerate(done, start=1)][-15:]
             if not prog["sessions"]:
                 return (
                     "",
-                    bars_update(mastery, t["axis_topic"], t["axis_mastery"]),
+                    bars_update(mastery, t["axis_topic"], t["axis_mastery"], "mastery"),
                     gr.update(visible=False),
                     t["no_history"],
                     "",
@@ -925,11 +892,11 @@ def build_ui(api_url: str, token: str = "") -> gr.Blocks:
                     f"| {q['last_score']} |"
                 )
             trend_u = (
-                gr.update(value=trend, visible=True, x=t["axis_session"], y=t["axis_score"],
-                          x_title=t["axis_session"], y_title=t["axis_score"])
-                if len(done) >= 2 else gr.update(visible=False)
-            )  # fmt: skip
-            mastery_u = bars_update(mastery, t["axis_topic"], t["axis_mastery"])
+                gr.update(value=line_chart(trend, t["axis_session"], t["axis_score"]), visible=True)
+                if len(done) >= 2
+                else gr.update(visible=False)
+            )
+            mastery_u = bars_update(mastery, t["axis_topic"], t["axis_mastery"], "mastery")
             return "", mastery_u, trend_u, "\n".join(rows), "\n".join(queue)
 
         def on_lang(lang, companies_v, topics_v, session_id, ended_v, deadline_v, touched):

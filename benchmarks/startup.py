@@ -17,6 +17,7 @@ import argparse
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -26,7 +27,6 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-SPARRING = ROOT / ".venv" / "bin" / "sparring"
 TARGET_SECONDS = 10.0
 
 
@@ -71,7 +71,8 @@ def one_start(data_dir: str, timeout: float) -> Start:
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [str(SPARRING), "serve", "--host", "127.0.0.1", "--port", str(port)],
+        # `sparring serve` as `make run` starts it, through this checkout's code (cwd first).
+        [sys.executable, "-m", "server.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

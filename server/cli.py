@@ -360,9 +360,12 @@ def eval_fit_ranker(
     )
     report = fit(searcher, svc.bank, load_many(dataset or DEFAULT_RETRIEVAL_SETS, "train"))
     report.model.save()
+    meta = report.model.meta
     console.print(
         f"fitted on {report.queries} train queries ({report.rows} candidate rows); "
-        f"5-fold CV: recall@5 {report.cv_recall_at_5:.3f}, no-match AUC {report.cv_auc:.3f}; "
+        f"5-fold CV: recall@1 {meta['cv_recall_at_1']}, recall@5 {report.cv_recall_at_5:.3f}, "
+        f"answerable said none {meta['cv_answerable_said_none']}, "
+        f"no-match AUC {report.cv_auc:.3f}, no-match said none {meta['cv_no_match_said_none']}; "
         f"strong >= {report.model.strong_at:.3f}, weak >= {report.model.weak_at:.3f} -> {MODEL_PATH}"
     )
 

@@ -80,7 +80,7 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
     for fit_idx, held_idx in GroupKFold(n_splits=5).split(x, y, groups):
         w, b, m, s = _logistic(x[fit_idx], y[fit_idx])
         oof[held_idx] = 1.0 / (1.0 + np.exp(-(((x[held_idx] - m) / s) @ w + b)))
-    top, has_match, top_correct, in5 = [], [], [], []
+    top, has_match, top_correct, in5, at1 = [], [], [], [], []
     for g, case in enumerate(train):
         rows = np.flatnonzero(groups == g)
         order = rows[np.argsort(-oof[rows], kind="stable")]
@@ -89,6 +89,7 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
         top_correct.append(bool(y[order[0]]))
         if not case.no_match:
             in5.append(bool(y[order[:5]].any()))
+            at1.append(bool(y[order[0]]))
     top_a, has_a, correct_a = np.asarray(top), np.asarray(has_match), np.asarray(top_correct)
     strong_at, weak_at = _thresholds(top_a, has_a, correct_a)
     cv_auc = auc(list(top_a[has_a]), list(top_a[~has_a]))
@@ -100,7 +101,11 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
         "train_no_match_queries": int((~has_a).sum()),
         "rows": len(y),
         "cv_no_match_auc": None if cv_auc is None else round(cv_auc, 4),
+        "cv_recall_at_1": round(float(np.mean(at1)), 4) if at1 else None,
         "cv_recall_at_5": round(float(np.mean(in5)), 4) if in5 else None,
+        "cv_answerable_said_none": round(float((top_a[has_a] < weak_at).mean()), 4)
+        if has_a.any()
+        else None,
         "cv_no_match_said_none": round(float((top_a[~has_a] < weak_at).mean()), 4)
         if (~has_a).any()
         else None,

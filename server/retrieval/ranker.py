@@ -37,21 +37,28 @@ FEATURES_V2 = (
 )
 # v3 adds what tells a question from a neighbouring field apart from an RL one: the query's words
 # the bank never uses, and its specific concepts no entry (or not this entry) names.
-FEATURES = (
+FEATURES_ALL = (
     *FEATURES_V2,
     "unknown_share",  # share of the query's content tokens that occur nowhere in the bank
     "coverage_strict",  # bm25_coverage with unknown tokens weighted like the rarest known token
     "concepts_missing_share",  # share of the query's specific concepts that no bank entry names
     "concepts_uncovered",  # number of the query's specific concepts this entry does not name
     "top_dense",  # the best dense_expanded of any entry: how close the bank gets at all
-    # English and Chinese queries reach different cosines with the same encoder (the bank is mostly
-    # Chinese): the language, and dense_expanded for Chinese queries, let one model fit both.
     "concept_focus",  # best share, over the entry's parts, of a part's specific concepts the query
     # names: a short question about exactly the query's concepts beats one that names them among
     # others (DDPG's actor and critic updates for "what is the critic for")
+    # English and Chinese queries reach different cosines with the same encoder (the bank is mostly
+    # Chinese): the language, and dense_expanded for Chinese queries, let one model fit both.
     "zh_query",  # the query has Chinese characters (0/1)
     "dense_expanded_zh",  # dense_expanded × zh_query
+    "coverage_rest",  # idf share of the query's words outside its glossary terms (what it asks
+    # about the concepts: 作用, 为什么, 怎么训练) found in the entry's best part
 )
+# v3 leaves out v2's rank features: 1/rank jumps between ranks 1 and 2 on a cosine difference of
+# 0.01, which made the relevance of a clear answer depend on which near-tie came first (without
+# them the out-of-fold fit on the train split is better on every measure; docs/search.md).
+RANK_FEATURES = ("dense_rank", "bm25_rank")
+FEATURES = tuple(f for f in FEATURES_ALL if f not in RANK_FEATURES)
 
 
 class Match(StrEnum):

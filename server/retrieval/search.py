@@ -26,6 +26,7 @@ from server.retrieval.documents import SearchDocument, headline, lexical_text
 from server.retrieval.glossary import Glossary
 from server.retrieval.ranker import (
     FEATURES,
+    FEATURES_ALL,
     FEATURES_V2,
     MODEL_PATH_V2,
     Match,
@@ -42,9 +43,7 @@ CANDIDATES = 80
 # Reciprocal-rank-fusion weights: dense retrieval is the stronger signal on paraphrases.
 DENSE_WEIGHT = 1.0
 BM25_WEIGHT = 0.7
-# v2: dense documents fetched per query (the bank has ~1000), entries the ranker scores, and the
-# BM25 weight of tokens that come from glossary expansion rather than from the query itself.
-V2_DENSE_DOCS = 160
+# v2: entries the ranker scores (the best by dense and the best by BM25), and the BM25 weight of tokens that come from glossary expansion rather than from the query itself.
 V2_CANDIDATES = 40
 EXPANSION_WEIGHT = 0.8
 # How far a query's vector moves towards the mean embedding of the glossary concepts it names.
@@ -192,8 +191,10 @@ class QuestionSearcher:
         self.ranker = ranker or RankerModel.load()
         self.ranker_v2 = ranker_v2 or RankerModel.load(MODEL_PATH_V2, FEATURES_V2)
         self._concept_vecs: dict[tuple[str, bool], np.ndarray] | None = None
+        self._doc_matrix: tuple[np.ndarray, np.ndarray, list[str]] | None = None
         self._setup_v2()
         self._concept_vectors()  # at start-up, not in the first user's search
+        self._document_matrix()
 
     def _setup_v2(self) -> None:
         """v2 indexes: BM25 over each entry's parts (headline / sub-questions / the whole of a
@@ -379,6 +380,11 @@ class QuestionSearcher:
         missing_share = (
             len(q_concepts - self._bank_concepts) / len(q_concepts) if q_concepts else 0.0
         )
+        # v3: the query's words outside its glossary terms, which say what it asks about the
+        # concepts (作用, 为什么, 怎么训练): "what is the critic for" is the critic's role, not
+        # an entry that merely names the critic too.
+        rest = {t: w for t, w in idf.items() if t not in token_concepts}
+        rest_total = sum(rest.values())
         top_part = float(part.max()) or 1.0
         top_lex = float(lexical.max()) or 1.0
         top_dense = float(expanded.max())
@@ -434,11 +440,16 @@ class QuestionSearcher:
                     ),
                     zh,
                     expanded[i] * zh,
+                    sum(w for t, w in rest.items() if t in unit_tokens) / rest_total
+                    if rest_total
+                    else 0.0,
                 )
             rows.append(row)
             subs.append(expanded_sub.get(i) or plain_sub.get(i) or self._unit_sub[u])
-        width = len(FEATURES) if v3 else len(FEATURES_V2)
+        width = len(FEATURES_ALL) if v3 else len(FEATURES_V2)
         features = np.asarray(rows, dtype=float).reshape(len(rows), width)
+        if v3:
+            features = features[:, [FEATURES_ALL.index(f) for f in FEATURES]]
         fusion = np.asarray(
             [
                 BM25_WEIGHT / (self._rrf_k + bm25_rank[i])
@@ -461,18 +472,37 @@ class QuestionSearcher:
             }
         return self._concept_vecs
 
+    def _document_matrix(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """The stored document vectors, read once: (matrix, entry position of each row, its
+        sub-question id). v2/v3 score every document exactly in memory: ~1000 x 384 is a fraction
+        of a millisecond, where Chroma's approximate (HNSW) top-k cost two index round trips per
+        search and returned slightly different neighbours from one start to the next, which moved
+        features and fitted thresholds."""
+        if self._doc_matrix is None or len(self._doc_matrix[1]) < len(self._docs):
+            # (re-read while the index lacks documents: a searcher built before an ingest)
+            ids, matrix = self._store.document_vectors()
+            rows = [
+                (r, self._entry_pos[doc.entry_id], doc.subquestion_id)
+                for r, doc in ((r, self._by_id.get(i)) for r, i in enumerate(ids))
+                if doc is not None and doc.entry_id in self._entry_pos
+            ]
+            self._doc_matrix = (
+                matrix[[r for r, _, _ in rows]].reshape(len(rows), -1),
+                np.asarray([e for _, e, _ in rows], dtype=int),
+                [sub for _, _, sub in rows],
+            )
+        return self._doc_matrix
+
     def _dense_by_entry(self, vector: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
-        """Each entry's best cosine over its documents (entries not returned get the lowest seen)."""
-        results = self._store.query_vector(vector, V2_DENSE_DOCS)
-        floor = min((c for _, c in results), default=0.0)
-        best = np.full(len(self._entries), floor - 0.01)
-        sub: dict[int, str] = {}
-        for doc_id, cos in results:  # best first
-            doc = self._by_id.get(doc_id)
-            i = self._entry_pos.get(doc.entry_id) if doc else None
-            if i is not None and i not in sub:
-                best[i] = cos
-                sub[i] = doc.subquestion_id
+        """Each entry's best cosine over its documents, and which sub-question that document is."""
+        matrix, entry_of, sub_of = self._document_matrix()
+        cos = matrix @ np.asarray(vector, dtype=np.float32)
+        best = np.full(len(self._entries), -1.0)
+        order = np.argsort(cos, kind="stable")  # later (higher) cosines overwrite
+        best[entry_of[order]] = cos[order]
+        best_doc = np.full(len(self._entries), -1)
+        best_doc[entry_of[order]] = order
+        sub = {int(i): sub_of[d] for i, d in enumerate(best_doc) if d >= 0}
         return best, sub
 
     def find(

@@ -189,6 +189,13 @@ class VectorStore:
             have.update(zip(batch, vectors, strict=True))
         return {i: have[i] for i in named}
 
+    def document_vectors(self) -> tuple[list[str], np.ndarray]:
+        """Every stored document's id and vector (L2-normalised), for exact scoring in memory."""
+        stored = self._collection.get(include=["embeddings"])
+        vectors = stored["embeddings"] if stored["embeddings"] is not None else []
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(stored["ids"]), -1)
+        return list(stored["ids"]), matrix
+
     def query(self, text: str, n: int) -> list[tuple[str, float]]:
         """(doc_id, cosine similarity) best first."""
         return self.query_vector(self.embed_queries([text])[0], n)

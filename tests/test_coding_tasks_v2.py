@@ -95,7 +95,9 @@ def test_right_code_passes_and_a_known_bug_fails_exactly_its_cases(alice, task_i
     if key_point is not None:
         right_points = {kp["id"]: kp for kp in right["key_points"]}
         assert right_points[key_point]["covered"]
-        assert "def " in right_points[key_point]["evidence"]
+        # The quote is a line of the code that shows the point (issue #27: not the `def` line).
+        quote = right_points[key_point]["evidence"]
+        assert quote and quote in answers[right_name]["code"] and not quote.startswith("def ")
         # Judge v2: a failing case does not un-credit what the answer states, so the point may
         # stay covered by the text; the failing code still costs its share of the score (below).
         assert wrong["score"] < right["score"]

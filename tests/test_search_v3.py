@@ -116,6 +116,7 @@ def test_cli_search_readme_example(services, monkeypatch):
     import server.cli as cli
 
     monkeypatch.setattr(cli, "_services", lambda: services)
+    monkeypatch.setattr(cli.console, "width", 200)  # ids are not cut short in the table
     out = CliRunner().invoke(cli.app, ["search", "GRPO 为什么不需要 critic"])
     assert out.exit_code == 0, out.output
     assert "match: strong" in out.output

@@ -117,3 +117,47 @@ def test_the_browser_case_through_the_api(base_url):
     grade = r.json()
     assert grade["misconceptions"] and grade["score"] >= 4.0
     assert sum(k["covered"] for k in grade["key_points"]) >= 3
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "answer", "wrong_id"),
+    [
+        # said almost as the bank writes it, with no alias phrase in it
+        (
+            "td3-three-tricks",
+            "另外我记得 TD3 把 DDPG 的确定性策略换成了随机策略。",
+            "td3-stochastic-actor",
+        ),
+        ("reward-model-role", "奖励模型在 PPO 训练中和策略一起更新。", "rm-updated-in-rl"),
+        ("decoupled-ppo", "DecoupledPPO 指 actor 和 critic 不共享参数。", "decoupled-actor-critic"),
+        ("credit-assignment", "Credit assignment is only a problem in multi-agent RL.", None),
+    ],
+)
+def test_a_misconception_restated_in_its_own_words_is_caught(
+    grader, bank, entry_id, answer, wrong_id
+):
+    entry = bank.get(entry_id)
+    if wrong_id is None:  # the English text of the entry's misconception about multi-agent
+        wrong_id = next(m.id for m in entry.rubric.misconceptions if "multi" in m.text_en.lower())
+    grade = grader.grade(entry, answer)
+    assert wrong_id in {m.id for m in grade.misconceptions}, grade.misconceptions
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "answer"),
+    [
+        # the true statement, in nearly the same words as the misconception
+        ("plasticity-remedies", "单纯调大学习率通常解决不了可塑性丧失。"),
+        (
+            "forward-vs-reverse-kl",
+            "RLHF 里对参考模型的约束 KL(π_θ||π_ref) 用的是反向 KL，输出更稳定。",
+        ),
+        ("td3-three-tricks", "TD3 没有把 DDPG 的确定性策略换成随机策略，那是 SAC 做的。"),
+        ("muzero-learned-model", "MuZero 学了一个模型，不是 model-free 方法。"),
+    ],
+)
+def test_a_true_statement_in_the_misconceptions_words_is_not_a_wrong_claim(
+    grader, bank, entry_id, answer
+):
+    grade = grader.grade(bank.get(entry_id), answer)
+    assert grade.misconceptions == [], grade.misconceptions

@@ -35,7 +35,7 @@ from server.grading.claims import (
 )
 from server.grading.injection import code_has_injection, is_injection
 from server.grading.normalize import normal_form
-from server.grading.roles import MisconceptionParaphrase, RoleMap
+from server.grading.roles import MisconceptionParaphrase, MisconceptionRestatement, RoleMap
 from server.grading.segments import Segment, split_segments
 from server.retrieval.tokenize import tokenize
 
@@ -307,6 +307,10 @@ class AnswerReader:
             for m in rubric.misconceptions
             if self.misconception_point[m.id] is not None
         }
+        self.restatements = {
+            m.id: MisconceptionRestatement((m.text, m.text_en), own_true)
+            for m in rubric.misconceptions
+        }
         self.subjects |= {m.id: subject_words((m.text, m.text_en)) for m in rubric.misconceptions}
         terms = [a for kp in rubric.key_points for a in kp.aliases]
         terms += [a for m in rubric.misconceptions for a in m.aliases]
@@ -465,6 +469,9 @@ class AnswerReader:
                     clause := p.fires(s.asserted_text)
                 ):
                     at = max(0, s.asserted_text.find(clause))  # said in other words
+                    span = (at, at + len(clause))
+                elif clause := self.restatements[m.id].fires(s.asserted_text):
+                    at = max(0, s.asserted_text.find(clause.split(" ")[0]))  # nearly its words
                     span = (at, at + len(clause))
                 else:
                     continue

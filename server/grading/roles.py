@@ -214,6 +214,101 @@ class MisconceptionParaphrase:
         return None
 
 
+_SENTENCE = re.compile(r"[。！？!?；;\n]|(?<=[a-z)])\.(?=\s|$)")
+
+
+@dataclass(frozen=True)
+class _Restated:
+    words: frozenset[str]  # the misconception's words
+    wrong: frozenset[str]  # its words that the closest true text does not use
+    right: frozenset[str]  # the closest true text's words that it does not use
+    negated: bool
+    clauses: int
+
+
+class MisconceptionRestatement:
+    """A misconception said nearly in its own words: a run of clauses holding most of its words,
+    with its polarity, the words that tell it from the entry's closest true sentence ("无偏" where
+    the truth says "有偏") and none of that sentence's own telling words.
+
+    Aliases are short; an answer that states "TD3 把 DDPG 的确定性策略换成了随机策略" almost as the
+    bank writes it must not pass for want of one. Disabled for a wording that fires on any true
+    sentence of the entry."""
+
+    def __init__(self, texts: tuple[str, ...], true_texts: list[str]) -> None:
+        sentences = [piece.strip() for t in true_texts for piece in _SENTENCE.split(normal_form(t))]
+        true_sets = [w for w in (_plain_words(p) for p in sentences if p) if w]
+        self.true_sets = true_sets
+        self.forms: list[_Restated] = []
+        for text in texts:
+            norm = normal_form(text)
+            words = _plain_words(norm)
+            if len(words) < 3:
+                continue
+            nearest = max(true_sets, key=lambda t: len(words & t) / len(words | t), default=set())
+            wrong = words - nearest
+            if not wrong:
+                continue  # nothing tells it from a true sentence
+            form = _Restated(
+                frozenset(words),
+                frozenset(wrong),
+                frozenset(nearest - words),
+                _negated(norm),
+                max(1, len(_clauses(norm))),
+            )
+            if not any(self._match(form, p) for p in sentences if p):
+                self.forms.append(form)
+
+    def fires(self, norm: str) -> str | None:
+        """The clauses that restate the misconception, if some do. The whole sentence must read
+        like it too: its polarity, none of the closest true sentence's telling words, and closer
+        to the misconception than to any true sentence of the entry."""
+        if not self.forms:
+            return None
+        sentence = _plain_words(norm)
+        for form in self.forms:
+            found = self._match(form, norm)
+            if (
+                found is None
+                or _negated(norm) != form.negated
+                or sentence & form.right
+                or _jaccard(sentence, form.words)
+                <= max((_jaccard(sentence, t) for t in self.true_sets), default=0.0)
+            ):
+                continue
+            return found
+        return None
+
+    def _match(self, form: _Restated, norm: str) -> str | None:
+        clauses = _clauses(norm)
+        # A short misconception is all telling words (its subject, its direction): every one.
+        need = len(form.words) if len(form.words) <= 6 else -(-len(form.words) * 85 // 100)
+        for width in range(1, form.clauses + 1):
+            for start in range(0, len(clauses) - width + 1):
+                window = clauses[start : start + width]
+                if _negated(" ".join(window)) != form.negated:
+                    continue
+                words: set[str] = set()
+                for c in window:
+                    words |= _plain_words(c)
+                if (
+                    len(words & form.words) >= need
+                    and form.wrong <= words
+                    and not (words & form.right)
+                ):
+                    return window[0] if width == 1 else " ".join(window)
+        return None
+
+
+def _negated(norm: str) -> bool:
+    # "解决不了" / "做不到" deny as plainly as "不能解决"
+    return has_negation(norm) or "不了" in norm or "不到" in norm
+
+
+def _jaccard(a: set[str] | frozenset[str], b: set[str] | frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
 def _plain_words(text: str) -> set[str]:
     return {
         w

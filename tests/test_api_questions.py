@@ -107,3 +107,22 @@ def test_auth_is_required_when_tokens_are_configured(base_url):
     assert httpx.get(f"{base_url}/api/questions").status_code == 401
     bad = httpx.get(f"{base_url}/api/questions", headers={"Authorization": "Bearer wrong"})
     assert bad.status_code == 401 and bad.json()["error"]["code"] == "unauthorized"
+
+
+def test_search_results_say_where_an_entry_comes_from(alice):
+    """Issue #25: the question-bank page shows the source (seed notes or supplementary)."""
+    from ui.app import search_results
+
+    found = alice.get("/api/questions/search", params={"q": "TD3 相比 DDPG 做了哪三个改进"}).json()
+    sources = {r["id"]: r["source"] for r in found["results"]}
+    assert sources.get("td3-three-tricks") == "supplementary", sources
+    seed = alice.get("/api/questions/search", params={"q": "PPO 的 clip 是怎么起作用的"}).json()
+    assert {r["source"] for r in seed["results"]} >= {"seed"}
+    only_seed = {
+        "results": [r for r in seed["results"] if r["source"] == "seed"],
+        "match": "strong",
+    }
+    for lang, marker in (("中文", "补充题"), ("English", "supplementary")):
+        line = next(x for x in search_results(found, {}, lang).splitlines() if "TD3" in x)
+        assert marker in line, line
+        assert marker not in search_results(only_seed, {}, lang)

@@ -352,8 +352,11 @@ def search_results(found: dict, names: dict[str, str], ui_lang: str) -> str:
         text = r.get("text_en") if en and r.get("text_en") else r["text"]
         rel = r.get("relevance")
         score = f" · {t['relevance']} {round(100 * rel)}%" if isinstance(rel, int | float) else ""
+        # Where the entry comes from: the interview notes, or written for the newer field.
+        source = f" · {t['supplementary']}" if r.get("source") == "supplementary" else ""
         lines.append(
-            f"- {readable_math(shorten(text, 140))} — *{names.get(r['topic'], r['topic'])}*{score}"
+            f"- {readable_math(shorten(text, 140))} — *{names.get(r['topic'], r['topic'])}*"
+            f"{source}{score}"
         )
     return "\n".join(lines)
 

@@ -37,6 +37,11 @@ class SearchResult(BaseModel):
         ge=0.0, le=1.0, description="calibrated probability that this entry is the question asked"
     )
     subquestion: dict[str, str] | None = None
+    source: str = Field(
+        default="seed",
+        description="seed: from the interview notes the bank was built from; supplementary: "
+        "written for the modern post-training field (its papers are in the entry's references)",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -117,6 +122,7 @@ def search_questions(
                 text_en=e.text_en,
                 topic=e.topic,
                 area=e.area.value,
+                source=e.source.value,
                 companies=e.companies,
                 score=hit.score,
                 relevance=hit.relevance or 0.0,

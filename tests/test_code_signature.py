@@ -9,15 +9,7 @@ import pytest
 
 from server.grading.code_extract import match_signature
 from tests.support.gae import GAE_BODY, GAE_PARAMS, gae_answer
-
-
-def grade(client, qid: str, answer: str, language: str = "zh") -> dict:
-    r = client.post(
-        "/api/grade",
-        json={"question_id": qid, "answer": answer, "grader": "rubric", "language": language},
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
+from tests.support.grading import grade
 
 
 def failed(g: dict) -> set[str]:

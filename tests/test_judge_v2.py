@@ -12,6 +12,7 @@ import pytest
 from server.api.app import create_app
 from tests.conftest import client_for, token_for
 from tests.support.gae import gae_code
+from tests.support.grading import grade
 from tests.support.servers import derived_services, serve_app
 
 USER = "erin"  # its own rate-limit budget, apart from the other coding tests' alice and bob
@@ -66,15 +67,6 @@ DPO_VARIANTS = variants(
 def erin(base_url):
     with client_for(base_url, USER) as c:
         yield c
-
-
-def grade(client, qid: str, answer: str, language: str = "zh") -> dict:
-    r = client.post(
-        "/api/grade",
-        json={"question_id": qid, "answer": answer, "grader": "rubric", "language": language},
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 @pytest.mark.parametrize(

@@ -281,6 +281,10 @@ class MisconceptionRestatement:
 
     def _match(self, form: _Restated, norm: str) -> str | None:
         clauses = _clauses(norm)
+        # A cheap exit before any window: the sentence must hold every telling word.
+        clause_words = [_plain_words(c) for c in clauses]
+        if not form.wrong <= set().union(*clause_words):
+            return None
         # A short misconception is all telling words (its subject, its direction): every one.
         need = len(form.words) if len(form.words) <= 6 else -(-len(form.words) * 85 // 100)
         for width in range(1, form.clauses + 1):
@@ -288,9 +292,7 @@ class MisconceptionRestatement:
                 window = clauses[start : start + width]
                 if _negated(" ".join(window)) != form.negated:
                     continue
-                words: set[str] = set()
-                for c in window:
-                    words |= _plain_words(c)
+                words: set[str] = set().union(*clause_words[start : start + width])
                 if (
                     len(words & form.words) >= need
                     and form.wrong <= words

@@ -108,7 +108,10 @@ document.addEventListener('keydown', function (e) {
   const answerBox = () => document.querySelector('#answer-box textarea');
   const codeBox = () => document.querySelector('#code-box .cm-content');
   const codeText = (el) => Array.from(el.querySelectorAll('.cm-line')).map((l) => l.textContent).join('\n');
-  let restored = false, seen = 0;
+  // The draft is put back on the first few ticks of a session on screen, not once: on a slow
+  // server the load's own update of the boxes can land after the first restore and empty them.
+  const RESTORE_TICKS = 4;
+  let restored = 0, seen = 0;
   setInterval(function () {
     // A session is on screen once the page's load has drawn its clock (◷ …); before that there is
     // nothing to put a draft back into, and the boxes are not the candidate's yet.
@@ -118,25 +121,29 @@ document.addEventListener('keydown', function (e) {
     if (!clock || !clock.textContent.includes('◷')) { seen = 0; return; }
     if (++seen < 2) return;
     const a = answerBox(), c = codeBox();
-    if (!restored) {
-      restored = true;
+    const restoring = restored < RESTORE_TICKS;
+    if (restoring) restored += 1;
+    if (a) {
       const draft = localStorage.getItem(KEY.answer);
-      if (a && draft && !a.value) {
+      if (restoring && draft && !a.value) {
         const set = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
         set.call(a, draft);
         a.dispatchEvent(new Event('input', {bubbles: true}));
+      } else {
+        localStorage.setItem(KEY.answer, a.value);
       }
+    }
+    if (c && c.offsetParent !== null) {
       const code = localStorage.getItem(KEY.code);
-      if (c && code && c.offsetParent !== null && !codeText(c).trim()) {
+      if (restoring && code && !codeText(c).trim()) {
         c.focus();
         document.execCommand('selectAll', false);
         document.execCommand('insertText', false, code);
         c.blur();
+      } else {
+        localStorage.setItem(KEY.code, codeText(c));
       }
-      return;
     }
-    if (a) localStorage.setItem(KEY.answer, a.value);
-    if (c && c.offsetParent !== null) localStorage.setItem(KEY.code, codeText(c));
   }, 1000);
 })();
 </script>

@@ -12,10 +12,15 @@ FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re
 CODE_START = re.compile(r"^(import |from \S+ import |def |class |@)")
 
 
+def _is_code(block: str) -> bool:
+    """A fenced block that is code to run (not a formula or a shell line in a fence)."""
+    return "def " in block or "import " in block
+
+
 def extract_code(answer: str) -> str | None:
     """The answer's code: its fenced blocks joined, else the longest run of lines from the first
     `import`/`def` that parses as Python. None when the answer holds no code."""
-    blocks = [b.strip("\n") for b in FENCE.findall(answer) if "def " in b or "import " in b]
+    blocks = [b.strip("\n") for b in FENCE.findall(answer) if _is_code(b)]
     if blocks:
         return "\n\n".join(blocks) + "\n"
     lines = answer.splitlines()
@@ -72,9 +77,7 @@ def explanation_text(answer: str) -> str:
     identifiers of code that fails its tests cannot evidence a key point (the tests credit what
     the code does, `code_grader`). Blocks without `def`/`import` (a formula in a fence) stay."""
     blocks = [
-        (m.start(), m.end(), m.group(1))
-        for m in FENCE.finditer(answer)
-        if "def " in m.group(1) or "import " in m.group(1)
+        (m.start(), m.end(), m.group(1)) for m in FENCE.finditer(answer) if _is_code(m.group(1))
     ]
     if not blocks and not FENCE.search(answer):
         blocks = [(start, end, answer[start:end]) for start, end in code_spans(answer)]

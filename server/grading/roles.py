@@ -21,6 +21,7 @@ from functools import lru_cache
 from server.corpus.hygiene import GENERIC_TERMS
 from server.grading.claims import has_negation
 from server.grading.normalize import normal_form
+from server.grading.segments import split_segments
 from server.retrieval.tokenize import tokenize
 
 # Sides of contrasts the field draws; each side lists the spellings that name it.
@@ -214,9 +215,6 @@ class MisconceptionParaphrase:
         return None
 
 
-_SENTENCE = re.compile(r"[。！？!?；;\n]|(?<=[a-z)])\.(?=\s|$)")
-
-
 @dataclass(frozen=True)
 class _Restated:
     words: frozenset[str]  # the misconception's words
@@ -236,7 +234,8 @@ class MisconceptionRestatement:
     sentence of the entry."""
 
     def __init__(self, texts: tuple[str, ...], true_texts: list[str]) -> None:
-        sentences = [piece.strip() for t in true_texts for piece in _SENTENCE.split(normal_form(t))]
+        # The grader's own sentence splitter, as the phrase cross-check uses it.
+        sentences = [seg.key for t in true_texts for seg in split_segments(normal_form(t))]
         true_sets = [w for w in (_plain_words(p) for p in sentences if p) if w]
         self.true_sets = true_sets
         self.forms: list[_Restated] = []
@@ -266,17 +265,16 @@ class MisconceptionRestatement:
         if not self.forms:
             return None
         sentence = _plain_words(norm)
+        negated = _negated(norm)
+        closest_truth: float | None = None  # computed once, and only when a form matches
         for form in self.forms:
             found = self._match(form, norm)
-            if (
-                found is None
-                or _negated(norm) != form.negated
-                or sentence & form.right
-                or _jaccard(sentence, form.words)
-                <= max((_jaccard(sentence, t) for t in self.true_sets), default=0.0)
-            ):
+            if found is None or negated != form.negated or sentence & form.right:
                 continue
-            return found
+            if closest_truth is None:
+                closest_truth = max((_jaccard(sentence, t) for t in self.true_sets), default=0.0)
+            if _jaccard(sentence, form.words) > closest_truth:
+                return found
         return None
 
     def _match(self, form: _Restated, norm: str) -> str | None:

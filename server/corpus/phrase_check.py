@@ -19,13 +19,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from server.corpus.schema import QuestionEntry
 from server.grading.claims import Stance, find_phrases, needs_subject, subject_words
 from server.grading.normalize import normal_form
 from server.grading.segments import split_segments
 from server.retrieval.tokenize import words_in_order
+from server.yaml_files import read_yaml
 
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "corpus"
 WHITELIST_FILE = CORPUS_DIR / "phrase_whitelist.yaml"
@@ -98,7 +97,7 @@ def phrases_of(entries: list[QuestionEntry]) -> list[Phrase]:
 def load_true_statements(path: Path = TRUE_STATEMENTS_FILE) -> list[str]:
     if not path.exists():
         return []
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_yaml(path) or {}
     return [str(s) for s in data.get("statements", [])]
 
 
@@ -106,7 +105,7 @@ def load_whitelist(path: Path = WHITELIST_FILE) -> dict[tuple[str, str], str]:
     """(entry id, phrase) → reason. An entry without a reason is itself a problem."""
     if not path.exists():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = read_yaml(path) or {}
     return {(w["entry"], w["phrase"]): str(w.get("reason") or "") for w in data.get("allow", [])}
 
 

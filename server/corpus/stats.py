@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from server.corpus.schema import QuestionEntry
+from server.yaml_files import read_yaml
 
 
 def rubric_coverage(
@@ -19,7 +20,7 @@ def rubric_coverage(
     complete: Counter[str] = Counter()
     for path in sorted(questions_dir.glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = read_yaml(path) or {}
         except yaml.YAMLError:
             data = {}  # unreadable: counted, never as complete
         group = str(data.get(by) or "(unassigned)")

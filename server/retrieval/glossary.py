@@ -6,9 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from server.retrieval.tokenize import normalise
+from server.yaml_files import read_yaml
 
 _LATIN = re.compile(r"[a-z0-9]")
 
@@ -49,7 +48,7 @@ class Glossary:
 
     @classmethod
     def load(cls, path: Path) -> Glossary:
-        rows = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+        rows = read_yaml(path) or []
         concepts = []
         seen: set[str] = set()
         for row in rows:

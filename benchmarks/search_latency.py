@@ -22,9 +22,10 @@ import tempfile
 import time
 
 import httpx
-from common import ROOT, percentile, serve, summary
+from common import percentile, serve, summary
 
 from server.config import Settings
+from server.evaluation.retrieval import RETRIEVAL_SETS
 from server.retrieval.search import QuestionSearcher, SearchMode
 from server.services import Services
 
@@ -58,8 +59,8 @@ def main() -> None:
     args = parser.parse_args()
     queries = [
         json.loads(line)["q"]
-        for name in ("retrieval.jsonl", "retrieval_v2.jsonl", "retrieval_v3.jsonl")
-        for line in (ROOT / "tests/eval" / name).read_text(encoding="utf-8").splitlines()
+        for path in RETRIEVAL_SETS
+        for line in path.read_text(encoding="utf-8").splitlines()
         if line.strip()
     ]
     print(f"cpus: {os.cpu_count()}; before: {load()}")

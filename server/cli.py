@@ -250,13 +250,6 @@ def interview(
         raise typer.Exit(1)
 
 
-DEFAULT_RETRIEVAL_SETS = [
-    PROJECT_ROOT / "tests" / "eval" / "retrieval.jsonl",
-    PROJECT_ROOT / "tests" / "eval" / "retrieval_v2.jsonl",
-    PROJECT_ROOT / "tests" / "eval" / "retrieval_v3.jsonl",
-]
-
-
 @eval_app.command("retrieval")
 def eval_retrieval(
     dataset: Annotated[
@@ -270,11 +263,11 @@ def eval_retrieval(
 ) -> None:
     """BM25, dense, hybrid (v1), v2 and v3 side by side, overall and by language: recall@1/@5,
     MRR@10, the share of answerable queries told `none`, and the no-match AUC."""
+    from server.evaluation.retrieval import RETRIEVAL_SETS, load_many
     from server.evaluation.retrieval import evaluate as evaluate_retrieval
-    from server.evaluation.retrieval import load_many
     from server.retrieval.search import SearchMode
 
-    paths = dataset or DEFAULT_RETRIEVAL_SETS
+    paths = dataset or RETRIEVAL_SETS
     missing = [p for p in paths if not p.exists()]
     if missing or split not in ("test", "train", "all"):
         console.print(
@@ -344,7 +337,7 @@ def eval_fit_ranker(
 ) -> None:
     """Refit search v3's ranker and match thresholds on the train split; writes ranker.json."""
     from server.evaluation.fit_ranker import fit
-    from server.evaluation.retrieval import load_many
+    from server.evaluation.retrieval import RETRIEVAL_SETS, load_many
     from server.retrieval.ranker import MODEL_PATH, RankerModel
     from server.retrieval.search import QuestionSearcher
 
@@ -358,7 +351,7 @@ def eval_fit_ranker(
         glossary=svc.glossary,
         ranker=RankerModel.untrained(),
     )
-    report = fit(searcher, svc.bank, load_many(dataset or DEFAULT_RETRIEVAL_SETS, "train"))
+    report = fit(searcher, svc.bank, load_many(dataset or RETRIEVAL_SETS, "train"))
     report.model.save()
     meta = report.model.meta
     console.print(

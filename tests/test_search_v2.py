@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from server.evaluation.fit_ranker import fit
-from server.evaluation.retrieval import RetrievalCase, auc, load_cases, split_of
+from server.evaluation.retrieval import RETRIEVAL_SETS, RetrievalCase, auc, load_cases, split_of
 from server.retrieval.glossary import Glossary
 from server.retrieval.ranker import FEATURES, MODEL_PATH, RankerModel
 
@@ -53,14 +53,7 @@ def test_issue_queries_find_their_entries(alice, query, wanted, within):
     "query",
     [
         "同策略和异策略有什么区别？",
-        pytest.param(
-            "GRPO算法介绍",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="first is a GRPO overview entry, but at 'weak' since bank v3 added more "
-                "GRPO entries to choose from (issue #26, open)",
-            ),
-        ),
+        "GRPO算法介绍",  # 'weak' after bank v3 added GRPO entries; strong again with the v4 fit
         "DQN 的伪代码怎么写",
     ],
 )
@@ -195,11 +188,7 @@ def test_the_shipped_ranker_matches_the_features_and_was_fit_on_train_only():
     assert len(model.weights) == len(FEATURES)
     assert 0.0 < model.weak_at <= model.strong_at <= 1.0
     meta = model.meta
-    total_train = sum(
-        c.split == "train"
-        for p in ("retrieval.jsonl", "retrieval_v2.jsonl", "retrieval_v3.jsonl")
-        for c in load_cases(ROOT / "tests/eval" / p)
-    )
+    total_train = sum(c.split == "train" for p in RETRIEVAL_SETS for c in load_cases(p))
     assert meta["train_queries"] == total_train
 
 

@@ -210,6 +210,31 @@ def test_v3_query_set_is_large_varied_sourced_and_split():
     assert not missing, missing
 
 
+def test_v4_query_set_adds_new_real_wordings_without_repeating_earlier_sets():
+    path = ROOT / "tests/eval/retrieval_v4.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+    assert all(r.get("source") for r in rows), "every query names where its wording comes from"
+    for r in rows:
+        assert not any(name.lower() in r["source"].lower() for name in RESERVED), r
+    cases = load_cases(path)
+    answerable = [c for c in cases if not c.no_match]
+    assert len(answerable) >= 60 and len(cases) - len(answerable) >= 30
+    assert {c.language for c in answerable} == {"zh", "en"}
+
+    def key(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    earlier = {
+        key(c.query)
+        for name in ("retrieval.jsonl", "retrieval_v2.jsonl", "retrieval_v3.jsonl")
+        for c in load_cases(ROOT / "tests/eval" / name)
+    }
+    assert not [c.query for c in cases if key(c.query) in earlier]
+    ids = {e.id for e in load_bank(ROOT / "corpus" / "questions")}
+    missing = {i for c in cases for i in c.ids} - ids
+    assert not missing, missing
+
+
 # ---- exact dense scores, the words a query asks about its concepts ------------------------------
 
 

@@ -26,6 +26,16 @@ from server.corpus.bank import QuestionBank
 from server.retrieval.search import QuestionSearcher, SearchMode
 
 TEST_SHARE = 3  # of 10 hash buckets
+# The labelled query sets, oldest first (v3 and v4: real wordings from public interview notes).
+RETRIEVAL_SETS = [
+    Path(__file__).resolve().parents[2] / "tests" / "eval" / name
+    for name in (
+        "retrieval.jsonl",
+        "retrieval_v2.jsonl",
+        "retrieval_v3.jsonl",
+        "retrieval_v4.jsonl",
+    )
+]
 _CJK = re.compile(r"[\u3400-\u9fff]")
 
 

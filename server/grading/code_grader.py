@@ -81,6 +81,13 @@ class _Verdict:
     index: list[int] | None = None
 
 
+@dataclass(frozen=True)
+class CodeAttempt:
+    prepared: PreparedTask
+    code: str | None  # the answer's code, None when it has none
+    call: SignatureMatch | None  # how the tests call it; None when it is not an attempt
+
+
 class CodeGrader:
     def __init__(self, tasks: CodingTasks, sandbox: Sandbox) -> None:
         self.tasks = tasks
@@ -89,17 +96,23 @@ class CodeGrader:
     def task_for(self, entry: QuestionEntry) -> PreparedTask | None:
         return self.tasks.for_question(entry.id)
 
-    def tests_decide(self, entry: QuestionEntry, answer: str) -> bool:
-        """Whether the answer's code will be judged by hidden tests (it attempts the task's
-        function and the sandbox can run it): then its code is not read as explanation."""
+    def read(self, entry: QuestionEntry, answer: str) -> CodeAttempt | None:
+        """The answer's code and how the tests would call it, parsed once per answer; None for a
+        question without a task."""
         prepared = self.task_for(entry)
         if prepared is None or entry.rubric is None:
-            return False
+            return None
         code = extract_code(answer)
         if code is None:
-            return False
-        call = self._call_for(prepared, code, entry.type == QuestionType.coding)
-        return call is not None and self.sandbox.isolation.available
+            return CodeAttempt(prepared, None, None)
+        return CodeAttempt(
+            prepared, code, self._call_for(prepared, code, entry.type == QuestionType.coding)
+        )
+
+    def tests_decide(self, attempt: CodeAttempt | None) -> bool:
+        """Whether the answer's code will be judged by hidden tests (it attempts the task's
+        function and the sandbox can run it): then its code is not read as explanation."""
+        return attempt is not None and attempt.call is not None and self.sandbox.isolation.available
 
     def apply(
         self,
@@ -108,14 +121,16 @@ class CodeGrader:
         grade: Grade,
         language: str,
         seed: int | None = None,
+        attempt: CodeAttempt | None = None,
     ) -> Grade:
         """Return `grade` revised by the hidden tests (unchanged for questions without a task).
-        `seed` draws the cases (fresh per submission when None; the one used is in `tests`)."""
-        prepared = self.task_for(entry)
-        if prepared is None or entry.rubric is None:
+        `seed` draws the cases (fresh per submission when None; the one used is in `tests`);
+        `attempt` is `read(entry, answer)` when the caller already has it."""
+        attempt = attempt or self.read(entry, answer)
+        if attempt is None:
             return grade
+        prepared, code, call = attempt.prepared, attempt.code, attempt.call
         coding_question = entry.type == QuestionType.coding
-        code = extract_code(answer)
         if code is None:
             if coding_question:
                 grade.flags.append("no_code")
@@ -128,7 +143,6 @@ class CodeGrader:
                     + no_code_notice(language)
                 )
             return grade
-        call = self._call_for(prepared, code, coding_question)
         if call is None:
             # A concept question that also accepts code: an illustrative snippet that is not the
             # task's function is left to the prose grader.

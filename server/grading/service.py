@@ -87,11 +87,12 @@ class GradingService:
         # When hidden tests judge the code, the lexical grader reads the explanation only (prose,
         # comments, docstrings): identifiers of failing code must not evidence a key point. The
         # LLM grader reads the whole answer; it can tell what code does.
-        decided = self.code is not None and self.code.tests_decide(entry, answer)
+        attempt = self.code.read(entry, answer) if self.code is not None else None
+        decided = self.code is not None and self.code.tests_decide(attempt)
         explanation = explanation_text(answer) if decided else answer
         grade = self._grade_prose(entry, answer, explanation, choice, language)
         if self.code is not None:
-            grade = self.code.apply(entry, answer, grade, language)
+            grade = self.code.apply(entry, answer, grade, language, attempt=attempt)
         return grade
 
     def _grade_prose(

@@ -25,6 +25,13 @@ class Stance(StrEnum):
 _NEGATION = re.compile(
     r"不是|并非|并不|并没有|不会|不能|不再|不用|不需要|无需|无须|没有|不要|不该|不应|未必|不一定|"
     r"不等于|不等同|而非|不对|不可能|无法|别把|算不上|谈不上|"
+    # An adverb before 不 makes it a denial ("也不负责 KL 惩罚", "都不更新"), and so do the verbs a
+    # denied role is said with ("不存在 exposure bias", "不受示范数据限制"). Bare 不 is not a cue
+    # (不同, 不断, 不仅, 不稳定 name things), nor are verbs true statements use before a second
+    # claim: "baseline 不改变期望只降方差", "RLOO 用不包含自己的均值"; nor 完全不 ("完全不减基线就是纯
+    # REINFORCE" states a condition, then a fact) and 决不 (inside 解决不了).
+    r"也不|都不|从不|从来不|绝不|毫不|根本不|并未|从未|未曾|"
+    r"不存在|不缺|不受|不负责|不参与|不冻结|不更新|不做|不充当|不具备|不具有|"
     r"\bnot\b|n't\b|\bnever\b|\bno\b|\bwithout\b|\bcannot\b|\bneither\b|\bnor\b|\bisnt\b"
 )
 # A contrast starts a new scope: "不是 A，而是 B" asserts B; "很多人以为 A，其实 B" asserts B.
@@ -32,7 +39,8 @@ _CONTRAST = re.compile(
     r"而是|其实|实际上|事实上|但是|但|然而|可是|反而|相反|恰恰|正确的是|应该是|"
     r"\bbut\b|\bhowever\b|\bactually\b|\binstead\b|\brather\b|\bin fact\b|\bin reality\b"
 )
-_CLAUSE_BREAK = re.compile(r"[,;:，；：、]")
+# An arrow states a consequence, a new clause: "丢掉一些峰不受罚→mode-seeking".
+_CLAUSE_BREAK = re.compile(r"[,;:，；：、→⇒]")
 _REPORT = re.compile(
     r"很多人(以为|认为|觉得|会说|误以为)|有人(以为|认为|说)|常见(的)?(误解|错误|说法|误区)|"
     r"一种(误解|错误说法|常见说法)|误以为|容易误解为|经常被(误)?说成|网上(常|有人)说|"

@@ -161,3 +161,32 @@ def test_a_true_statement_in_the_misconceptions_words_is_not_a_wrong_claim(
 ):
     grade = grader.grade(bank.get(entry_id), answer)
     assert grade.misconceptions == [], grade.misconceptions
+
+
+def test_a_point_denied_with_an_adverb_or_a_role_verb_is_not_credited(grader, bank):
+    entry = bank.get("grpo-model-roles")
+    stated = grader.grade(entry, "reference model 冻结不更新，只负责 KL 惩罚，防止偏离初始模型。")
+    denied = grader.grade(
+        entry, "reference model 并不冻结，也不负责 KL 惩罚，也不防止偏离初始模型。"
+    )
+    assert "reference-kl" in covered(stated)
+    assert "reference-kl" not in covered(denied)
+    assert denied.score < stated.score
+    entry = bank.get("dpo-limitations-offline")
+    denied = grader.grade(
+        entry, "SFT 也不缺负信号，不存在 exposure bias，上限也不受示范数据质量限制。"
+    )
+    assert "sft-limits" not in covered(denied)
+
+
+def test_words_that_only_contain_a_negation_do_not_deny(grader, bank):
+    # 解决不了 holds 决不; an arrow starts the consequence, which the answer asserts
+    from server.grading.claims import Stance, stance_at
+    from server.grading.normalize import normal_form
+
+    text = normal_form("PPO 换 GRPO 解决不了奖励解析失败")
+    assert stance_at(text, text.index("奖励解析")) == Stance.asserted
+    text = normal_form("丢掉一些峰不受罚→mode-seeking")
+    assert stance_at(text, text.index("mode")) == Stance.asserted
+    text = normal_form("reference model 也不负责 KL 惩罚")
+    assert stance_at(text, text.index("kl")) == Stance.denied

@@ -210,8 +210,9 @@ def test_v3_query_set_is_large_varied_sourced_and_split():
     assert not missing, missing
 
 
-def test_v4_query_set_adds_new_real_wordings_without_repeating_earlier_sets():
-    path = ROOT / "tests/eval/retrieval_v4.jsonl"
+@pytest.mark.parametrize("number", [4, 5])
+def test_later_query_sets_add_new_real_wordings_without_repeating_earlier_sets(number):
+    path = ROOT / f"tests/eval/retrieval_v{number}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     assert all(r.get("source") for r in rows), "every query names where its wording comes from"
     for r in rows:
@@ -226,7 +227,7 @@ def test_v4_query_set_adds_new_real_wordings_without_repeating_earlier_sets():
 
     earlier = {
         key(c.query)
-        for name in ("retrieval.jsonl", "retrieval_v2.jsonl", "retrieval_v3.jsonl")
+        for name in ["retrieval.jsonl"] + [f"retrieval_v{n}.jsonl" for n in range(2, number)]
         for c in load_cases(ROOT / "tests/eval" / name)
     }
     assert not [c.query for c in cases if key(c.query) in earlier]

@@ -137,6 +137,10 @@ def test_english_phone_interview_follows_the_interface_language(browser, server)
         page.locator("#answer-box textarea").fill(WEAK)
         page.locator("#submit-btn").click()
         wait_text(page, "#feedback", "Q1 · Feedback")
+        # An answer sent right after the reload does not come back as a draft into the emptied box.
+        for _ in range(6):
+            assert page.locator("#answer-box textarea").input_value() != WEAK
+            page.wait_for_timeout(500)
         # The countdown stays in view when the page is scrolled down.
         page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
         page.wait_for_timeout(300)

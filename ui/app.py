@@ -112,6 +112,11 @@ document.addEventListener('keydown', function (e) {
   // server the load's own update of the boxes can land after the first restore and empty them.
   const RESTORE_TICKS = 4;
   let restored = 0, seen = 0;
+  // Once the candidate types or presses a button the page is theirs: no more restoring, or an
+  // answer submitted within those ticks would come back into the box the submit just emptied.
+  const mine = (e) => { if (e.isTrusted && seen >= 2) restored = RESTORE_TICKS; };
+  document.addEventListener('input', mine, true);
+  document.addEventListener('click', (e) => { if (e.target.closest('button')) mine(e); }, true);
   setInterval(function () {
     // A session is on screen once the page's load has drawn its clock (◷ …); before that there is
     // nothing to put a draft back into, and the boxes are not the candidate's yet.

@@ -280,3 +280,10 @@ def test_v3_has_no_rank_features():
     model = RankerModel.load()  # the served ranker was fitted on exactly these features
     assert len(model.weights) == len(FEATURES)
     assert {"cv_recall_at_1", "cv_answerable_said_none"} <= model.meta.keys()
+
+
+def test_every_labelled_query_set_is_read_by_the_eval_and_the_fit():
+    from server.evaluation.retrieval import RETRIEVAL_SETS
+
+    on_disk = sorted((ROOT / "tests/eval").glob("retrieval*.jsonl"))
+    assert sorted(RETRIEVAL_SETS) == on_disk, "a new set must join RETRIEVAL_SETS"

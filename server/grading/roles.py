@@ -255,7 +255,7 @@ class MisconceptionRestatement:
                 _negated(norm),
                 max(1, len(_clauses(norm))),
             )
-            if not any(self._match(form, p) for p in sentences if p):
+            if not any(self._match(form, *_clause_words(p)) for p in sentences if p):
                 self.forms.append(form)
 
     def fires(self, norm: str) -> str | None:
@@ -266,9 +266,10 @@ class MisconceptionRestatement:
             return None
         sentence = _plain_words(norm)
         negated = _negated(norm)
+        clauses, clause_words = _clause_words(norm)  # read once for every form
         closest_truth: float | None = None  # computed once, and only when a form matches
         for form in self.forms:
-            found = self._match(form, norm)
+            found = self._match(form, clauses, clause_words)
             if found is None or negated != form.negated or sentence & form.right:
                 continue
             if closest_truth is None:
@@ -277,10 +278,10 @@ class MisconceptionRestatement:
                 return found
         return None
 
-    def _match(self, form: _Restated, norm: str) -> str | None:
-        clauses = _clauses(norm)
+    def _match(
+        self, form: _Restated, clauses: list[str], clause_words: list[set[str]]
+    ) -> str | None:
         # A cheap exit before any window: the sentence must hold every telling word.
-        clause_words = [_plain_words(c) for c in clauses]
         if not form.wrong <= set().union(*clause_words):
             return None
         # A short misconception is all telling words (its subject, its direction): every one.
@@ -298,6 +299,12 @@ class MisconceptionRestatement:
                 ):
                     return window[0] if width == 1 else " ".join(window)
         return None
+
+
+def _clause_words(norm: str) -> tuple[list[str], list[set[str]]]:
+    """A sentence's clauses and each clause's words."""
+    clauses = _clauses(norm)
+    return clauses, [_plain_words(c) for c in clauses]
 
 
 def _negated(norm: str) -> bool:

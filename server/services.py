@@ -19,7 +19,7 @@ from server.grading.sandbox import Sandbox, SandboxLimits
 from server.grading.service import GradingService
 from server.interview.engine import InterviewEngine
 from server.interview.phrasing import Phrasing
-from server.retrieval.documents import SearchDocument, build_documents
+from server.retrieval.documents import SearchDocument, build_documents, build_probe_documents
 from server.retrieval.embedder import Embedder, make_embedder
 from server.retrieval.glossary import Glossary
 from server.retrieval.search import QuestionSearcher
@@ -68,6 +68,10 @@ class Services:
         return build_documents(self.bank)
 
     @cached_property
+    def probe_documents(self) -> list[SearchDocument]:
+        return build_probe_documents(self.bank)
+
+    @cached_property
     def vector_store(self) -> VectorStore:
         from server.retrieval.vector_store import VectorStore, make_client
 
@@ -84,6 +88,7 @@ class Services:
         name = self.embedder.name
         parts = [name, self.settings.collection_prefix]
         parts += sorted(f"{d.doc_id}={d.content_hash(name)}" for d in self.documents)
+        parts += sorted(f"{d.doc_id}={d.content_hash(name)}" for d in self.probe_documents)
         parts += sorted(f"{c}={text}" for c, text in self._concept_names().items())
         return hashlib.sha256(json.dumps(parts, ensure_ascii=False).encode()).hexdigest()
 
@@ -103,7 +108,8 @@ class Services:
         return h.hexdigest()
 
     def ingest(self, progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        """Embed what changed (documents, and the glossary's concept names as query vectors).
+        """Embed what changed (question documents, the key points' follow-up questions, and the
+        glossary's concept names as query vectors).
         With the embedded index, a manifest says when nothing changed since the last ingest:
         then neither Chroma nor the model is loaded now (a warm start). When not even the input
         files changed, the manifest is trusted without deriving the documents' digest."""
@@ -118,7 +124,7 @@ class Services:
             if inputs:
                 inputs.write_text(inputs_digest + "\n")
             return self._current(progress)
-        done = self.vector_store.ingest(self.documents, progress)
+        done = self.vector_store.ingest(self.documents, progress, probes=self.probe_documents)
         self.vector_store.named_query_vectors(self._concept_names())
         if manifest and inputs:
             manifest.write_text(digest + "\n")
@@ -128,7 +134,9 @@ class Services:
     def _current(self, progress: Callable[[int, int], None] | None) -> IngestReport:
         if progress:
             progress(0, 0)
-        return IngestReport(embedded=0, deleted=0, unchanged=len(self.documents))
+        return IngestReport(
+            embedded=0, deleted=0, unchanged=len(self.documents) + len(self.probe_documents)
+        )
 
     @cached_property
     def searcher(self) -> QuestionSearcher:

@@ -25,21 +25,26 @@ def _search(client, q: str, k: int = 5, **params) -> dict:
     ("query", "wanted", "within"),
     [
         ("同策略和异策略有什么区别？", {"on-policy-vs-off-policy"}, 3),
-        pytest.param(
-            "演员-评论员算法中，评论员起了什么作用？",
-            {"critic-model-role"},
-            3,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="bank v3's DDPG/TD3/SAC actor-critic entries outrank it (issue #26, open)",
-            ),
-        ),
+        # 3rd since the ranker reads the key points' follow-up questions (DDPG and TD3 are still
+        # above it, and its match is still none: test_search_v3's strict xfail).
+        ("演员-评论员算法中，评论员起了什么作用？", {"critic-model-role"}, 3),
         (
             "GRPO算法介绍",
             {"grpo-awareness", "grpo-implementation-and-models", "grpo-principles-overview"},
             3,
         ),
-        ("DPO 为什么能绕开 RM 和 PPO？", {"dpo-principle"}, 3),
+        pytest.param(
+            "DPO 为什么能绕开 RM 和 PPO？",
+            {"dpo-principle"},
+            3,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="5th since the ranker reads the key points' follow-up questions (it was 2nd "
+                "at 0.414 against 0.416): broad entries such as ppo-dpo-grpo-overview have probes "
+                "close to it; the five test sets' recall@5 rose 0.914 -> 0.936 (issue #26)",
+            ),
+        ),
+        ("DPO 为什么能绕开 RM 和 PPO？", {"dpo-principle"}, 5),
         ("熵坍塌怎么判断", {"entropy-collapse"}, 1),
     ],
 )

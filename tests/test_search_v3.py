@@ -260,6 +260,51 @@ def test_dense_scores_are_exact_and_the_same_on_every_search(services):
     assert first == [(h.entry.id, h.relevance) for h in searcher.find(query, k=10).hits]
 
 
+def test_probe_features_are_each_entrys_best_follow_up_question(services):
+    """probe_dense is the best cosine over the entry's own key points' follow-up questions (both
+    languages) and probe_count the log of how many it has; entries without a rubric get 0."""
+    import math
+
+    from server.retrieval.ranker import FEATURES
+
+    searcher = services.searcher
+    query = "为啥 policy gradient 非得减个 baseline"
+    vector = services.vector_store.embed_queries(
+        [services.glossary.annotate_v3(query, searcher._bank_zh)]
+    )[0]
+    ids, matrix = services.vector_store.document_vectors(probes=True)
+    by_id = {d.doc_id: d for d in services.probe_documents}
+    want: dict[str, list[float]] = {}
+    for doc_id, cos in zip(ids, matrix @ vector, strict=True):
+        want.setdefault(by_id[doc_id].entry_id, []).append(float(cos))
+    got = searcher._probe_by_entry(vector)
+    for i, e in enumerate(searcher._entries):
+        cosines = want.get(e.id, [])
+        assert abs(got[i] - (max(cosines) if cosines else 0.0)) < 1e-5, e.id
+        assert (
+            searcher._probes_per_entry[i]
+            == len(cosines)
+            == (2 * len(e.rubric.key_points) if e.rubric else 0)
+        )
+    cand_ids, _, features, _ = searcher.candidates(query)
+    row = features[0]
+    j = searcher._entry_pos[cand_ids[0]]
+    assert abs(row[FEATURES.index("probe_dense")] - got[j]) < 1e-5
+    assert row[FEATURES.index("probe_count")] == pytest.approx(
+        math.log1p(searcher._probes_per_entry[j])
+    )
+
+
+def test_numpy_blas_stays_on_one_thread_beside_the_encoder(services):
+    """OpenBLAS's idle threads spin beside the encoder's OpenMP team: with the probe matrix
+    search's products crossed its threading size and HTTP p95 more than doubled."""
+    from threadpoolctl import threadpool_info
+
+    _ = services.searcher
+    openblas = [p for p in threadpool_info() if p["internal_api"] == "openblas"]
+    assert openblas and all(p["num_threads"] == 1 for p in openblas)
+
+
 def test_the_words_outside_glossary_terms_count_for_the_entry_that_has_them(services):
     """coverage_rest: "…评论员起了什么作用" asks for the critic's role (作用); an entry that only
     names actor and critic too gets none of it."""

@@ -44,6 +44,20 @@ def build_documents(bank: QuestionBank) -> list[SearchDocument]:
     return docs
 
 
+def build_probe_documents(bank: QuestionBank) -> list[SearchDocument]:
+    """Each rubric key point's follow-up question (zh and en), embedded apart from the questions:
+    written as an interviewer asks about one point ("为什么要减 baseline？"), they are worded the
+    way candidates search for that point. Search uses them only as a ranking feature."""
+    docs: list[SearchDocument] = []
+    for e in bank:
+        if e.rubric is None:
+            continue
+        for kp in e.rubric.key_points:
+            docs.append(SearchDocument(f"{e.id}/{kp.id}#zh", e.id, "", kp.probe))
+            docs.append(SearchDocument(f"{e.id}/{kp.id}#en", e.id, "", kp.probe_en))
+    return docs
+
+
 def lexical_text(entry: QuestionEntry) -> str:
     """Everything BM25 may match for an entry: the question in both languages, its parts, and the
     rubric's key points with their aliases (the words candidates use for the same ideas)."""

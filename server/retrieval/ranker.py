@@ -53,6 +53,10 @@ FEATURES_ALL = (
     "dense_expanded_zh",  # dense_expanded × zh_query
     "coverage_rest",  # idf share of the query's words outside its glossary terms (what it asks
     # about the concepts: 作用, 为什么, 怎么训练) found in the entry's best part
+    "probe_dense",  # best cosine between the query and the follow-up question of one of the
+    # entry's rubric key points: asked the way candidates ask about one point
+    "probe_count",  # log(1 + number of those follow-up questions): the best of many is higher by
+    # chance alone, so an entry with many key points should not win on probe_dense alone
 )
 # v3 leaves out v2's rank features: 1/rank jumps between ranks 1 and 2 on a cosine difference of
 # 0.01, which made the relevance of a clear answer depend on which near-tie came first (without

@@ -10,6 +10,7 @@ fields. `v2` (the previous ranker, frozen in ranker_v2.json), `bm25`, `dense` an
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -22,7 +23,12 @@ from scipy.sparse import csc_matrix
 
 from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
-from server.retrieval.documents import SearchDocument, headline, lexical_text
+from server.retrieval.documents import (
+    SearchDocument,
+    build_probe_documents,
+    headline,
+    lexical_text,
+)
 from server.retrieval.glossary import Glossary
 from server.retrieval.ranker import (
     FEATURES,
@@ -164,6 +170,17 @@ class SearchOutcome:
     nearest_topics: list[str]  # topics of the best candidates, for "no close match" messages
 
 
+def _blas_on_one_thread() -> None:
+    """Search's matrix products are small (a query against a few thousand stored vectors), but
+    numpy's OpenBLAS splits them over every core, and its idle threads then spin, as OpenMP's do,
+    beside the encoder's team that needs both cores: HTTP p95 rose from ~41 to ~110 ms once the
+    probe matrix (3,340 x 384) crossed OpenBLAS's threading size (benchmarks/search_latency.py).
+    One thread does these products in well under a millisecond."""
+    from threadpoolctl import ThreadpoolController
+
+    ThreadpoolController().select(internal_api="openblas").limit(limits=1)
+
+
 class QuestionSearcher:
     def __init__(
         self,
@@ -192,9 +209,14 @@ class QuestionSearcher:
         self.ranker_v2 = ranker_v2 or RankerModel.load(MODEL_PATH_V2, FEATURES_V2)
         self._concept_vecs: dict[tuple[str, bool], np.ndarray] | None = None
         self._doc_matrix: tuple[np.ndarray, np.ndarray, list[str]] | None = None
+        self._probe_count = len(build_probe_documents(bank))
+        self._probe_matrix: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._probes_per_entry = np.zeros(len(bank), dtype=int)
+        _blas_on_one_thread()
         self._setup_v2()
         self._concept_vectors()  # at start-up, not in the first user's search
         self._document_matrix()
+        self._probe_vectors()
 
     def _setup_v2(self) -> None:
         """v2 indexes: BM25 over each entry's parts (headline / sub-questions / the whole of a
@@ -336,6 +358,7 @@ class QuestionSearcher:
         )
         vector = self._store.embed_queries([annotated])[0]
         plain, plain_sub = self._dense_by_entry(vector)
+        probe = self._probe_by_entry(vector) if v3 else None
         if expansion.concepts:
             names = self._concept_vectors()
             pull = np.mean([names[(c, v3)] for c in sorted(expansion.concepts)], axis=0)
@@ -443,6 +466,8 @@ class QuestionSearcher:
                     sum(w for t, w in rest.items() if t in unit_tokens) / rest_total
                     if rest_total
                     else 0.0,
+                    float(probe[i]) if probe is not None else 0.0,
+                    math.log1p(int(self._probes_per_entry[i])),
                 )
             rows.append(row)
             subs.append(expanded_sub.get(i) or plain_sub.get(i) or self._unit_sub[u])
@@ -492,6 +517,36 @@ class QuestionSearcher:
                 [sub for _, _, sub in rows],
             )
         return self._doc_matrix
+
+    def _probe_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The key points' follow-up questions, read once and grouped by entry: (matrix, the
+        entries that have any, where each one's rows start)."""
+        if self._probe_matrix is None or len(self._probe_matrix[0]) < self._probe_count:
+            ids, matrix = self._store.document_vectors(probes=True)
+            rows = sorted(
+                (self._entry_pos[entry], r)
+                for r, entry in ((r, i.split("/", 1)[0]) for r, i in enumerate(ids))
+                if entry in self._entry_pos
+            )
+            entry_of = np.asarray([e for e, _ in rows], dtype=int)
+            entries, starts, counts = np.unique(entry_of, return_index=True, return_counts=True)
+            self._probe_matrix = (
+                matrix[[r for _, r in rows]].reshape(len(rows), -1),
+                entries,
+                starts,
+            )
+            self._probes_per_entry = np.zeros(len(self._entries), dtype=int)
+            self._probes_per_entry[entries] = counts
+        return self._probe_matrix
+
+    def _probe_by_entry(self, vector: np.ndarray) -> np.ndarray:
+        """Each entry's best cosine over its key points' follow-up questions (0 without any)."""
+        matrix, entries, starts = self._probe_vectors()
+        best = np.zeros(len(self._entries))
+        if len(entries):
+            cos = matrix @ np.asarray(vector, dtype=np.float32)
+            best[entries] = np.maximum.reduceat(cos, starts)
+        return best
 
     def _dense_by_entry(self, vector: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
         """Each entry's best cosine over its documents, and which sub-question that document is."""

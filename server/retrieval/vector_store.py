@@ -101,6 +101,13 @@ class VectorStore:
             embedding_function=ProjectEmbeddingFunction(embedder),
             configuration={"hnsw": {"space": "cosine"}},
         )
+        # The rubric key points' follow-up questions (documents.build_probe_documents), apart from
+        # the question documents so the dense and hybrid baselines read the questions alone.
+        self._probes = client.get_or_create_collection(
+            name=f"{prefix}-{embedder.name}-probes",
+            embedding_function=ProjectEmbeddingFunction(embedder),
+            configuration={"hnsw": {"space": "cosine"}},
+        )
         # Query vectors of fixed texts (the glossary's concept names), embedded at ingest and
         # read back at start-up instead of going through the encoder again.
         self._named = client.get_or_create_collection(
@@ -115,43 +122,64 @@ class VectorStore:
         self,
         docs: list[SearchDocument],
         progress: Callable[[int, int], None] | None = None,
+        probes: list[SearchDocument] | None = None,
     ) -> IngestReport:
-        """Embed only new or changed documents (keyed by content hash) and delete removed ones."""
-        existing = self._collection.get(include=["metadatas"])
-        stored = {
-            doc_id: (meta or {}).get("content_hash")
-            for doc_id, meta in zip(existing["ids"], existing["metadatas"] or [], strict=False)
-        }
-        wanted = {d.doc_id: d for d in docs}
-        stale = [doc_id for doc_id in stored if doc_id not in wanted]
-        todo = [d for d in docs if stored.get(d.doc_id) != d.content_hash(self._embedder.name)]
+        """Embed only new or changed documents (keyed by content hash) and delete removed ones:
+        the question documents, and the key points' follow-up questions when given."""
+        plans = [(self._collection, docs)]
+        if probes is not None:
+            plans.append((self._probes, probes))
+        todo: list[tuple[chromadb.Collection, SearchDocument]] = []
+        deleted = 0
+        for collection, wanted_docs in plans:
+            existing = collection.get(include=["metadatas"])
+            stored = {
+                doc_id: (meta or {}).get("content_hash")
+                for doc_id, meta in zip(existing["ids"], existing["metadatas"] or [], strict=False)
+            }
+            wanted = {d.doc_id for d in wanted_docs}
+            stale = [doc_id for doc_id in stored if doc_id not in wanted]
+            if stale:
+                collection.delete(ids=stale)
+            deleted += len(stale)
+            name = self._embedder.name
+            todo += [
+                (collection, d) for d in wanted_docs if stored.get(d.doc_id) != d.content_hash(name)
+            ]
         # Similar lengths in one batch waste less padding in the encoder.
-        todo.sort(key=lambda d: len(d.text))
-        if stale:
-            self._collection.delete(ids=stale)
+        todo.sort(key=lambda cd: len(cd[1].text))
         done = 0
         if progress:
             progress(0, len(todo))
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            vectors = self._embedder.embed_documents([d.text for d in batch])
-            self._collection.upsert(
-                ids=[d.doc_id for d in batch],
-                documents=[d.text for d in batch],
-                embeddings=[v for v in vectors],
-                metadatas=[
-                    {
-                        "entry_id": d.entry_id,
-                        "subquestion_id": d.subquestion_id,
-                        "content_hash": d.content_hash(self._embedder.name),
-                    }
-                    for d in batch
-                ],
-            )
+            vectors = self._embedder.embed_documents([d.text for _, d in batch])
+            for collection, _ in plans:
+                rows = [(d, v) for (c, d), v in zip(batch, vectors, strict=True) if c is collection]
+                if rows:
+                    self._upsert(collection, rows)
             done += len(batch)
             if progress:
                 progress(done, len(todo))
-        return IngestReport(embedded=len(todo), deleted=len(stale), unchanged=len(docs) - len(todo))
+        total = len(docs) + len(probes or [])
+        return IngestReport(embedded=len(todo), deleted=deleted, unchanged=total - len(todo))
+
+    def _upsert(
+        self, collection: chromadb.Collection, rows: list[tuple[SearchDocument, np.ndarray]]
+    ) -> None:
+        collection.upsert(
+            ids=[d.doc_id for d, _ in rows],
+            documents=[d.text for d, _ in rows],
+            embeddings=[v for _, v in rows],
+            metadatas=[
+                {
+                    "entry_id": d.entry_id,
+                    "subquestion_id": d.subquestion_id,
+                    "content_hash": d.content_hash(self._embedder.name),
+                }
+                for d, _ in rows
+            ],
+        )
 
     def embed_queries(self, texts: list[str]) -> np.ndarray:
         """Query vectors; repeated texts (evaluation runs, the engine's follow-up searches on
@@ -189,9 +217,10 @@ class VectorStore:
             have.update(zip(batch, vectors, strict=True))
         return {i: have[i] for i in named}
 
-    def document_vectors(self) -> tuple[list[str], np.ndarray]:
-        """Every stored document's id and vector (L2-normalised), for exact scoring in memory."""
-        stored = self._collection.get(include=["embeddings"])
+    def document_vectors(self, probes: bool = False) -> tuple[list[str], np.ndarray]:
+        """Every stored document's id and vector (L2-normalised), for exact scoring in memory:
+        the question documents, or the key points' follow-up questions."""
+        stored = (self._probes if probes else self._collection).get(include=["embeddings"])
         vectors = stored["embeddings"] if stored["embeddings"] is not None else []
         matrix = np.asarray(vectors, dtype=np.float32).reshape(len(stored["ids"]), -1)
         return list(stored["ids"]), matrix

@@ -190,3 +190,70 @@ def test_words_that_only_contain_a_negation_do_not_deny(grader, bank):
     assert stance_at(text, text.index("mode")) == Stance.asserted
     text = normal_form("reference model 也不负责 KL 惩罚")
     assert stance_at(text, text.index("kl")) == Stance.denied
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "statement"),
+    [
+        # A direction word in a clause that compares two other things (MC vs TD): not the
+        # entry's "lower variance" turned round.
+        (
+            "grpo-principles-overview",
+            "Monte Carlo returns are unbiased but have higher variance than one-step TD targets.",
+        ),
+        (
+            "sac-max-entropy",
+            "Monte Carlo returns are unbiased but have higher variance than one-step TD targets.",
+        ),
+        # The entry says nothing of PPO: it cannot tell what belongs to PPO.
+        ("gspo-vs-grpo", "PPO-RLHF 把 KL 惩罚放进每个 token 的奖励里，GRPO 则把 KL 加在 loss 里。"),
+        # About another method than the misconception's (GRPO's group is not a batch).
+        (
+            "grpo-awareness",
+            "REINFORCE++ normalises advantages over the whole global batch rather than within "
+            "each prompt's group.",
+        ),
+    ],
+)
+def test_true_statements_near_a_swap_or_a_paraphrase_are_not_wrong_claims(
+    grader, bank, entry_id, statement
+):
+    graded = grader.grade(bank.get(entry_id), statement)
+    assert not graded.misconceptions, [m.id for m in graded.misconceptions]
+
+
+def test_a_swapped_claim_is_charged_to_the_same_point_whatever_the_hash_seed():
+    """The words a swapped clause carries were a set: which key point it was charged to (and so
+    the grade) changed with PYTHONHASHSEED, i.e. between two starts of the server."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    # A long wrong answer of the labelled set whose clauses carry several swapped words.
+    script = (
+        "import json; from pathlib import Path; from server.config import Settings; "
+        "from server.corpus.bank import load_bank; "
+        "from server.evaluation.grading import load_datasets; "
+        "from server.grading.rubric_grader import RubricGrader; "
+        "b = load_bank(Settings().questions_dir); g = RubricGrader(b); "
+        "c = next(c for c in load_datasets([Path('tests/eval/grading.jsonl'), "
+        "Path('tests/eval/grading_v2')], b) if c.kind == 'longwrong' "
+        "and c.entry.id == 'dpo-chosen-likelihood-decrease'); r = g.grade(c.entry, c.answer); "
+        "print(json.dumps([r.score, [m.id for m in r.misconceptions]]))"
+    )
+    seen = set()
+    for seed in ("1", "2", "3", "4"):
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        seen.add(out.stdout.strip().splitlines()[-1])
+    assert len(seen) == 1, seen
+    assert any(m.startswith("swapped:") for m in json.loads(seen.pop())[1])

@@ -54,6 +54,10 @@ PAIRS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("sarsa",), ("q-learning", "q learning")),
     (("sft",), ("rl", "强化学习")),
 )
+# Direction words (larger/smaller, higher/lower) say which way something moves; in a clause that
+# names both sides of another pair ("MC has higher variance than TD") they compare those two, not
+# anything the entry ties to a direction.
+DIRECTION_PAIRS = frozenset(i for i, (a, _) in enumerate(PAIRS) if a[0] in ("越大", "越高"))
 _CLAUSE = re.compile(r"[,;:，；：。！？!?\n()（）]|\band\b|\bwhile\b|\bwhereas\b|而|但|却")
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 MIN_CONFLICTS = 2  # words tied to the other side that one clause must carry
@@ -156,7 +160,15 @@ class RoleMap:
                 if a == b:
                     continue
                 side = 0 if a else 1
-                words = _words(clause, pair)
+                # The rubric must say something of the side the clause names: an entry that
+                # describes only GRPO cannot tell what belongs to PPO.
+                if sum(1 for t in ties.values() if t[side] > 0) < MIN_TIES:
+                    continue
+                if pair in DIRECTION_PAIRS and self._compares_another_pair(clause, pair):
+                    continue
+                # Sorted: a set's order changes with the process's hash seed, and the key point a
+                # claim is charged to (the first word's) must not change between restarts.
+                words = sorted(_words(clause, pair))
                 own = [w for w in words if w in ties and ties[w][side] > 0]
                 # Only a word the true texts tie to the other side more than once, never to this one.
                 other = [
@@ -168,6 +180,48 @@ class RoleMap:
                     point = next((self.origin[w] for w in other if w in self.origin), None)
                     found.append(SwappedClaim(pair, side, tuple(sorted(other)), point, clause))
         return found
+
+    @staticmethod
+    def _compares_another_pair(clause: str, pair: int) -> bool:
+        return any(
+            other != pair and other not in DIRECTION_PAIRS and all(_sides(clause, other))
+            for other in range(len(PAIRS))
+        )
+
+
+_METHODS = (
+    "ppo",
+    "grpo",
+    "dpo",
+    "dapo",
+    "gspo",
+    "rloo",
+    "reinforce++",
+    "remax",
+    "trpo",
+    "kto",
+    "ipo",
+    "simpo",
+    "orpo",
+    "vapo",
+    "cispo",
+    "dr. grpo",
+    "dr.grpo",
+    "sac",
+    "ddpg",
+    "td3",
+    "dqn",
+)
+_METHOD = re.compile(
+    r"(?<![a-z0-9_+.])("
+    + "|".join(re.escape(m) for m in sorted(_METHODS, key=len, reverse=True))
+    + r")(?![a-z0-9_+])"
+)
+
+
+def _methods(norm: str) -> frozenset[str]:
+    """The named RL methods in a text (normal form)."""
+    return frozenset(m.group(1) for m in _METHOD.finditer(norm))
 
 
 class MisconceptionParaphrase:
@@ -189,6 +243,9 @@ class MisconceptionParaphrase:
         for t in point_texts:
             point_words |= _plain_words(normal_form(t))
         self.forms: list[tuple[frozenset[str], frozenset[str]]] = []
+        # The methods the misconception is about: a clause about another method only is not it
+        # ("REINFORCE++ normalises over the whole batch" is true, "GRPO's group is a batch" not).
+        self.methods = frozenset().union(*(_methods(normal_form(t)) for t in texts))
         for text in texts:
             if has_negation(normal_form(text)):
                 continue  # "不存在 reward hacking": its words also make the true statement
@@ -206,6 +263,9 @@ class MisconceptionParaphrase:
             return None
         for clause in _clauses(norm):
             if has_negation(clause) or clause.endswith(("?", "？")):
+                continue
+            named = _methods(clause)
+            if named and not named & self.methods:
                 continue
             words = _plain_words(clause)
             for distinctive, subject in self.forms:

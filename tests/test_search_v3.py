@@ -188,6 +188,26 @@ def test_the_contrast_rule_catches_a_merged_group(tmp_path):
     assert {"old-policy", "clip"} <= found, found
 
 
+def test_a_form_that_names_two_concepts_is_refused(tmp_path, glossary):
+    """ "reward shaping" was a form of reward-function and of reward-shaping: which one a query
+    named followed a set's order, so 10 of 1,085 labelled queries ranked differently from one
+    start of the server to the next (PYTHONHASHSEED)."""
+    shared = tmp_path / "g.yaml"
+    shared.write_text(
+        "- {id: reward-function, en: [reward function, reward shaping]}\n"
+        "- {id: reward-shaping, en: [reward shaping, shaped reward]}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match="reward shaping"):
+        Glossary.load(shared)
+    assert set(glossary.find("多轮对话的 reward shaping 怎么做")) == {
+        "multi-turn",
+        "reward-shaping",
+    }
+    named = set(glossary.find("ORM 和 PRM 的区别"))
+    assert {"outcome-reward", "process-reward"} <= named and "reward-model" not in named
+
+
 # ---- the real-wording query set -------------------------------------------------------------------
 
 

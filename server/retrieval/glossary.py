@@ -30,10 +30,15 @@ class Expansion:
 class Glossary:
     def __init__(self, concepts: list[Concept]) -> None:
         self.concepts = {c.id: c for c in concepts}
+        owners: dict[str, str] = {}
+        for c in concepts:
+            for f in c.forms:
+                if owners.setdefault(f, c.id) != c.id:
+                    # Which concept a shared form named depended on a set's order, i.e. on the
+                    # process's hash seed: search ranked differently from one start to the next.
+                    raise ValueError(f"glossary form {f!r} names both {owners[f]!r} and {c.id!r}")
         # Longest forms first, so 重要性采样 wins over 采样 and "ppo-clip" over "ppo".
-        forms = sorted(
-            {(f, c.id) for c in concepts for f in c.forms}, key=lambda fc: (-len(fc[0]), fc[0])
-        )
+        forms = sorted(owners.items(), key=lambda fc: (-len(fc[0]), fc[0]))
         # The form's first word must occur literally (only spaces between words are flexible):
         # a substring test skips almost every pattern before any regex runs.
         self._patterns = [(self._pattern(f), f.split(" ")[0], f, cid) for f, cid in forms]

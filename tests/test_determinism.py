@@ -45,11 +45,7 @@ cases = load_datasets([Path("tests/eval/grading.jsonl"), Path("tests/eval/gradin
 out = []
 for c in cases[::15]:
     g = grader.grade(c.entry, c.answer)
-    out.append([
-        g.score,
-        [m.id for m in g.misconceptions],
-        [(k.id, k.covered) for k in g.key_points],
-    ])
+    out.append(g.model_dump(mode="json"))  # score, points, claims, feedback, flags
 print(json.dumps(out, ensure_ascii=False))
 """
 

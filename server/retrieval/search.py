@@ -209,7 +209,9 @@ class QuestionSearcher:
         self.ranker_v2 = ranker_v2 or RankerModel.load(MODEL_PATH_V2, FEATURES_V2)
         self._concept_vecs: dict[tuple[str, bool], np.ndarray] | None = None
         self._doc_matrix: tuple[np.ndarray, np.ndarray, list[str]] | None = None
-        self._probe_count = len(build_probe_documents(bank))
+        # Probe document id -> its entry: what the stored vectors are matched against (a vector
+        # whose id is not here, e.g. of a key point since removed, is not read).
+        self._probe_entry = {d.doc_id: d.entry_id for d in build_probe_documents(bank)}
         self._probe_matrix: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._probes_per_entry = np.zeros(len(bank), dtype=int)
         _blas_on_one_thread()
@@ -521,12 +523,12 @@ class QuestionSearcher:
     def _probe_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The key points' follow-up questions, read once and grouped by entry: (matrix, the
         entries that have any, where each one's rows start)."""
-        if self._probe_matrix is None or len(self._probe_matrix[0]) < self._probe_count:
+        if self._probe_matrix is None or len(self._probe_matrix[0]) < len(self._probe_entry):
             ids, matrix = self._store.document_vectors(probes=True)
             rows = sorted(
-                (self._entry_pos[entry], r)
-                for r, entry in ((r, i.split("/", 1)[0]) for r, i in enumerate(ids))
-                if entry in self._entry_pos
+                (self._entry_pos[self._probe_entry[i]], r)
+                for r, i in enumerate(ids)
+                if i in self._probe_entry
             )
             entry_of = np.asarray([e for e, _ in rows], dtype=int)
             entries, starts, counts = np.unique(entry_of, return_index=True, return_counts=True)

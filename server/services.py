@@ -19,7 +19,12 @@ from server.grading.sandbox import Sandbox, SandboxLimits
 from server.grading.service import GradingService
 from server.interview.engine import InterviewEngine
 from server.interview.phrasing import Phrasing
-from server.retrieval.documents import SearchDocument, build_documents, build_probe_documents
+from server.retrieval.documents import (
+    SearchDocument,
+    build_documents,
+    build_phrasing_documents,
+    build_probe_documents,
+)
 from server.retrieval.embedder import Embedder, make_embedder
 from server.retrieval.glossary import Glossary
 from server.retrieval.search import QuestionSearcher
@@ -69,7 +74,9 @@ class Services:
 
     @cached_property
     def probe_documents(self) -> list[SearchDocument]:
-        return build_probe_documents(self.bank)
+        """What search compares queries with beside the questions, in a collection of its own:
+        the key points' follow-up questions and the entries' search phrasings."""
+        return build_probe_documents(self.bank) + build_phrasing_documents(self.bank)
 
     @cached_property
     def vector_store(self) -> VectorStore:
@@ -108,8 +115,8 @@ class Services:
         return h.hexdigest()
 
     def ingest(self, progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        """Embed what changed (question documents, the key points' follow-up questions, and the
-        glossary's concept names as query vectors).
+        """Embed what changed (question documents, the key points' follow-up questions and the
+        entries' search phrasings, and the glossary's concept names as query vectors).
         With the embedded index, a manifest says when nothing changed since the last ingest:
         then neither Chroma nor the model is loaded now (a warm start). When not even the input
         files changed, the manifest is trusted without deriving the documents' digest."""

@@ -107,3 +107,40 @@ def test_validator_rejects_an_incomplete_rubric(tmp_path):
     data["rubric"] = None
     path.write_text(__import__("yaml").safe_dump(data, allow_unicode=True))
     assert any("no rubric" in p for p in validate_files([path]))
+
+
+def test_every_entry_has_search_phrasings_of_its_own(bank):
+    """Search compares queries with each entry's phrasings (docs/search.md): every entry has them
+    in both languages, in the right script, none copies the entry's own text (they add wordings)
+    and none is shared by two entries (it would pull both)."""
+    import re
+
+    cjk = re.compile(r"[\u3400-\u9fff]")
+    owner: dict[str, str] = {}
+    for e in bank:
+        p = e.search_phrasings
+        assert len(p.zh) >= 4 and len(p.en) >= 3, e.id
+        assert all(cjk.search(t) for t in p.zh), e.id
+        assert not any(cjk.search(t) for t in p.en), e.id
+        own = {e.text, e.text_en} | {s.text for s in e.subquestions}
+        own |= {s.text_en for s in e.subquestions}
+        for text in p.zh + p.en:
+            assert text not in own, (e.id, text)
+            key = " ".join(text.lower().split())
+            assert owner.setdefault(key, e.id) == e.id, (text, owner[key], e.id)
+
+
+def test_search_phrasings_are_not_labelled_search_queries(bank):
+    """The phrasings are written from the entries; a labelled query copied into them would make
+    the retrieval evaluation (and its test split) read its own answers."""
+    from server.evaluation.retrieval import RETRIEVAL_SETS, load_many
+    from server.retrieval.tokenize import normalise
+
+    queries = {normalise(c.query).replace(" ", "") for c in load_many(RETRIEVAL_SETS)}
+    copied = [
+        (e.id, t)
+        for e in bank
+        for t in e.search_phrasings.zh + e.search_phrasings.en
+        if normalise(t).replace(" ", "") in queries
+    ]
+    assert not copied

@@ -280,9 +280,23 @@ def test_dense_scores_are_exact_and_the_same_on_every_search(services):
     assert first == [(h.entry.id, h.relevance) for h in searcher.find(query, k=10).hits]
 
 
+def _best_side_cosines(services, vector, phrasings: bool) -> dict[str, list[float]]:
+    """Each entry's cosines with its stored probe (or phrasing) documents, read from Chroma."""
+    from server.retrieval.documents import is_phrasing
+
+    ids, matrix = services.vector_store.document_vectors(probes=True)
+    by_id = {d.doc_id: d for d in services.probe_documents}
+    want: dict[str, list[float]] = {}
+    for doc_id, cos in zip(ids, matrix @ vector, strict=True):
+        if is_phrasing(doc_id) == phrasings:
+            want.setdefault(by_id[doc_id].entry_id, []).append(float(cos))
+    return want
+
+
 def test_probe_features_are_each_entrys_best_follow_up_question(services):
     """probe_dense is the best cosine over the entry's own key points' follow-up questions (both
-    languages) and probe_count the log of how many it has; entries without a rubric get 0."""
+    languages) and probe_count the log of how many it has; entries without a rubric get 0. The
+    search phrasings stored in the same collection are not probes."""
     import math
 
     from server.retrieval.ranker import FEATURES
@@ -292,17 +306,14 @@ def test_probe_features_are_each_entrys_best_follow_up_question(services):
     vector = services.vector_store.embed_queries(
         [services.glossary.annotate_v3(query, searcher._bank_zh)]
     )[0]
-    ids, matrix = services.vector_store.document_vectors(probes=True)
-    by_id = {d.doc_id: d for d in services.probe_documents}
-    want: dict[str, list[float]] = {}
-    for doc_id, cos in zip(ids, matrix @ vector, strict=True):
-        want.setdefault(by_id[doc_id].entry_id, []).append(float(cos))
-    got = searcher._probe_by_entry(vector)
+    want = _best_side_cosines(services, vector, phrasings=False)
+    probes, _ = searcher._probe_vectors()
+    got = probes.best(vector)
     for i, e in enumerate(searcher._entries):
         cosines = want.get(e.id, [])
         assert abs(got[i] - (max(cosines) if cosines else 0.0)) < 1e-5, e.id
         assert (
-            searcher._probes_per_entry[i]
+            probes.counts[i]
             == len(cosines)
             == (2 * len(e.rubric.key_points) if e.rubric else 0)
         )
@@ -310,9 +321,32 @@ def test_probe_features_are_each_entrys_best_follow_up_question(services):
     row = features[0]
     j = searcher._entry_pos[cand_ids[0]]
     assert abs(row[FEATURES.index("probe_dense")] - got[j]) < 1e-5
-    assert row[FEATURES.index("probe_count")] == pytest.approx(
-        math.log1p(searcher._probes_per_entry[j])
-    )
+    assert row[FEATURES.index("probe_count")] == pytest.approx(math.log1p(probes.counts[j]))
+
+
+def test_phrasing_feature_is_each_entrys_best_search_phrasing(services):
+    """phrasing_dense is the best cosine over the entry's own search phrasings (zh and en, from
+    its YAML), every one of them stored; a query worded like one of them finds its entry first."""
+    from server.retrieval.ranker import FEATURES
+
+    searcher = services.searcher
+    entry = services.bank.get("grpo-no-value-model")
+    query = entry.search_phrasings.zh[0]
+    vector = services.vector_store.embed_queries(
+        [services.glossary.annotate_v3(query, searcher._bank_zh)]
+    )[0]
+    want = _best_side_cosines(services, vector, phrasings=True)
+    _, phrasings = searcher._probe_vectors()
+    got = phrasings.best(vector)
+    for i, e in enumerate(searcher._entries):
+        n = len(e.search_phrasings.zh) + len(e.search_phrasings.en)
+        assert phrasings.counts[i] == len(want.get(e.id, [])) == n, e.id
+        assert abs(got[i] - max(want.get(e.id, [0.0]))) < 1e-5, e.id
+    cand_ids, _, features, _ = searcher.candidates(query)
+    for row, cid in zip(features, cand_ids, strict=True):
+        assert abs(row[FEATURES.index("phrasing_dense")] - got[searcher._entry_pos[cid]]) < 1e-5
+    assert got[searcher._entry_pos[entry.id]] > 0.99  # the phrasing itself is stored
+    assert searcher.find(query, k=1).hits[0].entry.id == entry.id
 
 
 def test_numpy_blas_stays_on_one_thread_beside_the_encoder(services):

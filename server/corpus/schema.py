@@ -109,6 +109,24 @@ class Source(StrEnum):
     supplementary = "supplementary"
 
 
+class SearchPhrasings(Strict):
+    """The entry's question as candidates word it when they search (terse, colloquial, mixed
+    Chinese and English, 面经 and prep-guide styles): search compares queries with them beside the
+    question text. Written from the entry, never from the labelled search sets."""
+
+    zh: list[str] = Field(default_factory=list)
+    en: list[str] = Field(default_factory=list)
+
+    @field_validator("zh", "en")
+    @classmethod
+    def _nonblank(cls, v: list[str]) -> list[str]:
+        if any(len(p.strip()) < 2 for p in v):
+            raise ValueError("a search phrasing must not be blank")
+        if len(set(v)) != len(v):
+            raise ValueError("search phrasings must not repeat")
+        return v
+
+
 class RelatedEdge(Strict):
     id: str
     relation: Relation
@@ -131,6 +149,7 @@ class QuestionEntry(Strict):
     source: Source = Source.seed
     # Where a supplementary entry's content comes from (papers, public notes): reviewers check it.
     references: list[str] = Field(default_factory=list)
+    search_phrasings: SearchPhrasings = Field(default_factory=SearchPhrasings)
 
     @field_validator("id")
     @classmethod

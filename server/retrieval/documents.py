@@ -58,6 +58,25 @@ def build_probe_documents(bank: QuestionBank) -> list[SearchDocument]:
     return docs
 
 
+def build_phrasing_documents(bank: QuestionBank) -> list[SearchDocument]:
+    """Each entry's search phrasings (zh and en, `search_phrasings` in its YAML): the question in
+    the words candidates search with. Stored beside the probes and, like them, used by search only
+    as a ranking feature, so the dense baseline still reads the bank's own questions alone."""
+    docs: list[SearchDocument] = []
+    for e in bank:
+        for lang, texts in (("zh", e.search_phrasings.zh), ("en", e.search_phrasings.en)):
+            docs += [
+                SearchDocument(f"{e.id}~{n}#{lang}", e.id, "", text)
+                for n, text in enumerate(texts, start=1)
+            ]
+    return docs
+
+
+def is_phrasing(doc_id: str) -> bool:
+    """Phrasing documents share the probes' collection; their ids carry `~` (entry ids cannot)."""
+    return "~" in doc_id
+
+
 def lexical_text(entry: QuestionEntry) -> str:
     """Everything BM25 may match for an entry: the question in both languages, its parts, and the
     rubric's key points with their aliases (the words candidates use for the same ideas)."""

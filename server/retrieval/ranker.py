@@ -57,6 +57,8 @@ FEATURES_ALL = (
     # entry's rubric key points: asked the way candidates ask about one point
     "probe_count",  # log(1 + number of those follow-up questions): the best of many is higher by
     # chance alone, so an entry with many key points should not win on probe_dense alone
+    "phrasing_dense",  # best cosine between the query and one of the entry's search phrasings
+    # (the question as candidates word it: terse, colloquial, mixed zh/en)
 )
 # v3 leaves out v2's rank features: 1/rank jumps between ranks 1 and 2 on a cosine difference of
 # 0.01, which made the relevance of a clear answer depend on which near-tie came first (without

@@ -25,8 +25,10 @@ from server.corpus.bank import QuestionBank
 from server.corpus.schema import QuestionEntry
 from server.retrieval.documents import (
     SearchDocument,
+    build_phrasing_documents,
     build_probe_documents,
     headline,
+    is_phrasing,
     lexical_text,
 )
 from server.retrieval.glossary import Glossary
@@ -93,6 +95,30 @@ def concept_names(glossary: Glossary, forms: dict[str, list[str]] | QuestionBank
         extra = forms.get(c, [])[:BANK_FORMS]
         named[c + V3_SUFFIX] = " / ".join(dict.fromkeys([concept.canonical, *extra]))
     return named
+
+
+class _EntryVectors:
+    """Stored vectors grouped by entry (an entry's rows contiguous): each entry's best cosine with
+    a query in one matrix product."""
+
+    def __init__(self, matrix: np.ndarray, rows: list[tuple[int, int]], entries: int) -> None:
+        rows = sorted(rows)  # (entry position, row of `matrix`)
+        self.size = len(rows)
+        self._matrix = matrix[[r for _, r in rows]].reshape(len(rows), -1)
+        entry_of = np.asarray([e for e, _ in rows], dtype=int)
+        self._entries, self._starts, counts = np.unique(
+            entry_of, return_index=True, return_counts=True
+        )
+        self.counts = np.zeros(entries, dtype=int)  # how many vectors each entry has
+        self.counts[self._entries] = counts
+
+    def best(self, vector: np.ndarray) -> np.ndarray:
+        """Each entry's best cosine with `vector` (0 for an entry without vectors)."""
+        best = np.zeros(len(self.counts))
+        if self.size:
+            cos = self._matrix @ np.asarray(vector, dtype=np.float32)
+            best[self._entries] = np.maximum.reduceat(cos, self._starts)
+        return best
 
 
 class _Bm25Matrix:
@@ -209,11 +235,12 @@ class QuestionSearcher:
         self.ranker_v2 = ranker_v2 or RankerModel.load(MODEL_PATH_V2, FEATURES_V2)
         self._concept_vecs: dict[tuple[str, bool], np.ndarray] | None = None
         self._doc_matrix: tuple[np.ndarray, np.ndarray, list[str]] | None = None
-        # Probe document id -> its entry: what the stored vectors are matched against (a vector
-        # whose id is not here, e.g. of a key point since removed, is not read).
-        self._probe_entry = {d.doc_id: d.entry_id for d in build_probe_documents(bank)}
-        self._probe_matrix: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._probes_per_entry = np.zeros(len(bank), dtype=int)
+        # Probe / phrasing document id -> its entry: what the stored vectors are matched against (a
+        # vector whose id is not here, e.g. of a key point since removed, is not read).
+        side = build_probe_documents(bank) + build_phrasing_documents(bank)
+        self._probe_entry = {d.doc_id: d.entry_id for d in side}
+        self._probes: _EntryVectors | None = None
+        self._phrasings: _EntryVectors | None = None
         _blas_on_one_thread()
         self._setup_v2()
         self._concept_vectors()  # at start-up, not in the first user's search
@@ -360,7 +387,10 @@ class QuestionSearcher:
         )
         vector = self._store.embed_queries([annotated])[0]
         plain, plain_sub = self._dense_by_entry(vector)
-        probe = self._probe_by_entry(vector) if v3 else None
+        if v3:
+            probes, phrasings = self._probe_vectors()
+            probe, phrasing = probes.best(vector), phrasings.best(vector)
+            probe_counts = probes.counts
         if expansion.concepts:
             names = self._concept_vectors()
             pull = np.mean([names[(c, v3)] for c in sorted(expansion.concepts)], axis=0)
@@ -468,8 +498,9 @@ class QuestionSearcher:
                     sum(w for t, w in rest.items() if t in unit_tokens) / rest_total
                     if rest_total
                     else 0.0,
-                    float(probe[i]) if probe is not None else 0.0,
-                    math.log1p(int(self._probes_per_entry[i])),
+                    float(probe[i]),
+                    math.log1p(int(probe_counts[i])),
+                    float(phrasing[i]),
                 )
             rows.append(row)
             subs.append(expanded_sub.get(i) or plain_sub.get(i) or self._unit_sub[u])
@@ -520,35 +551,20 @@ class QuestionSearcher:
             )
         return self._doc_matrix
 
-    def _probe_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The key points' follow-up questions, read once and grouped by entry: (matrix, the
-        entries that have any, where each one's rows start)."""
-        if self._probe_matrix is None or len(self._probe_matrix[0]) < len(self._probe_entry):
+    def _probe_vectors(self) -> tuple[_EntryVectors, _EntryVectors]:
+        """The key points' follow-up questions and the entries' search phrasings (one stored
+        collection), read once and grouped by entry."""
+        read = self._probes is not None and self._phrasings is not None
+        if not read or self._probes.size + self._phrasings.size < len(self._probe_entry):
+            # (re-read while the index lacks some: a searcher built before an ingest)
             ids, matrix = self._store.document_vectors(probes=True)
-            rows = sorted(
-                (self._entry_pos[self._probe_entry[i]], r)
-                for r, i in enumerate(ids)
-                if i in self._probe_entry
-            )
-            entry_of = np.asarray([e for e, _ in rows], dtype=int)
-            entries, starts, counts = np.unique(entry_of, return_index=True, return_counts=True)
-            self._probe_matrix = (
-                matrix[[r for _, r in rows]].reshape(len(rows), -1),
-                entries,
-                starts,
-            )
-            self._probes_per_entry = np.zeros(len(self._entries), dtype=int)
-            self._probes_per_entry[entries] = counts
-        return self._probe_matrix
-
-    def _probe_by_entry(self, vector: np.ndarray) -> np.ndarray:
-        """Each entry's best cosine over its key points' follow-up questions (0 without any)."""
-        matrix, entries, starts = self._probe_vectors()
-        best = np.zeros(len(self._entries))
-        if len(entries):
-            cos = matrix @ np.asarray(vector, dtype=np.float32)
-            best[entries] = np.maximum.reduceat(cos, starts)
-        return best
+            kinds: dict[bool, list[tuple[int, int]]] = {False: [], True: []}
+            for r, i in enumerate(ids):
+                if i in self._probe_entry:
+                    kinds[is_phrasing(i)].append((self._entry_pos[self._probe_entry[i]], r))
+            self._probes = _EntryVectors(matrix, kinds[False], len(self._entries))
+            self._phrasings = _EntryVectors(matrix, kinds[True], len(self._entries))
+        return self._probes, self._phrasings
 
     def _dense_by_entry(self, vector: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
         """Each entry's best cosine over its documents, and which sub-question that document is."""

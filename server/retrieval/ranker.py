@@ -59,6 +59,7 @@ FEATURES_ALL = (
     # chance alone, so an entry with many key points should not win on probe_dense alone
     "phrasing_dense",  # best cosine between the query and one of the entry's search phrasings
     # (the question as candidates word it: terse, colloquial, mixed zh/en)
+    "phrasing_bm25",  # BM25 of the entry's best search phrasing / the query's best such score
 )
 # v3 leaves out v2's rank features: 1/rank jumps between ranks 1 and 2 on a cosine difference of
 # 0.01, which made the relevance of a clear answer depend on which near-tie came first (without

@@ -53,6 +53,9 @@ DENSE_WEIGHT = 1.0
 BM25_WEIGHT = 0.7
 # v2: entries the ranker scores (the best by dense and the best by BM25), and the BM25 weight of tokens that come from glossary expansion rather than from the query itself.
 V2_CANDIDATES = 40
+# v3 also ranks the entries whose search phrasings come closest (by cosine, and by BM25): a
+# colloquial query can be far from an entry's question text and close to how candidates word it.
+PHRASING_CANDIDATES = 20
 EXPANSION_WEIGHT = 0.8
 # How far a query's vector moves towards the mean embedding of the glossary concepts it names.
 CONCEPT_PULL = 0.5
@@ -270,6 +273,9 @@ class QuestionSearcher:
         self._bank_concepts = frozenset().union(*self._entry_concepts)
         self._entry_parts = np.asarray([len(e.subquestions) for e in self._entries])
         self._lex_bm25 = _Bm25Matrix(self._lex_tokens)  # self._entries is the bank's order
+        phrasings = build_phrasing_documents(self._bank)
+        self._phrasing_entry = np.asarray([self._entry_pos[d.entry_id] for d in phrasings], int)
+        self._phrasing_bm25 = _Bm25Matrix([list(tokenize(d.text)) or ["∅"] for d in phrasings])
         self._bank_vocab = frozenset(t for toks in self._lex_tokens for t in toks)
         self._max_idf = max((self._unit_bm25.idf(t) for t in self._bank_vocab), default=1.0)
         # The bank's own words for each concept, most used first: what a query's concept is
@@ -378,6 +384,13 @@ class QuestionSearcher:
         best_unit[self._unit_entry[order]] = order  # later (higher) scores overwrite
         part = unit_scores[best_unit]
         lexical = self._lex_bm25.scores(tokens, weights)
+        # v3: BM25 over each search phrasing alone; an entry scores by its best one.
+        phrasing_bm25 = np.zeros(n)
+        if v3:
+            np.maximum.at(
+                phrasing_bm25, self._phrasing_entry, self._phrasing_bm25.scores(tokens, weights)
+            )
+            phrasing_bm25 /= float(phrasing_bm25.max()) or 1.0
 
         # Dense: the query with English names after its Chinese terms, and that vector moved
         # towards the embeddings of its concepts' bilingual names (precomputed: no second pass
@@ -407,7 +420,12 @@ class QuestionSearcher:
             bm25_pool = [i for i in by_bm25 if ok[i]]
         else:
             dense_pool, bm25_pool = list(by_dense), list(by_bm25)
-        chosen = list(dict.fromkeys([*dense_pool[:V2_CANDIDATES], *bm25_pool[:V2_CANDIDATES]]))
+        pools = [dense_pool[:V2_CANDIDATES], bm25_pool[:V2_CANDIDATES]]
+        if v3:  # and the entries whose search phrasings are closest, by cosine and by BM25
+            for scores in (phrasing, phrasing_bm25):
+                best = np.argsort(-scores, kind="stable")
+                pools.append([i for i in best if filters is None or ok[i]][:PHRASING_CANDIDATES])
+        chosen = list(dict.fromkeys(i for pool in pools for i in pool))
         dense_rank = np.empty(n)
         dense_rank[by_dense] = np.arange(1, n + 1)
         bm25_rank = np.empty(n)
@@ -501,6 +519,7 @@ class QuestionSearcher:
                     float(probe[i]),
                     math.log1p(int(probe_counts[i])),
                     float(phrasing[i]),
+                    float(phrasing_bm25[i]),
                 )
             rows.append(row)
             subs.append(expanded_sub.get(i) or plain_sub.get(i) or self._unit_sub[u])

@@ -312,11 +312,7 @@ def test_probe_features_are_each_entrys_best_follow_up_question(services):
     for i, e in enumerate(searcher._entries):
         cosines = want.get(e.id, [])
         assert abs(got[i] - (max(cosines) if cosines else 0.0)) < 1e-5, e.id
-        assert (
-            probes.counts[i]
-            == len(cosines)
-            == (2 * len(e.rubric.key_points) if e.rubric else 0)
-        )
+        assert probes.counts[i] == len(cosines) == (2 * len(e.rubric.key_points) if e.rubric else 0)
     cand_ids, _, features, _ = searcher.candidates(query)
     row = features[0]
     j = searcher._entry_pos[cand_ids[0]]

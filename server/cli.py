@@ -293,6 +293,11 @@ def eval_retrieval(
     columns = ("retriever", "recall@1", "recall@5", "MRR@10", "said none", "no-match AUC")
     table = Table(*columns, title=title)
     by_lang = Table("lang", *columns, title="By language (zh: the query has Chinese characters)")
+    by_origin = Table(
+        "origin",
+        *columns,
+        title="By origin (notes: as written in public notes and threads; team: our wording)",
+    )
     modes = (SearchMode.bm25, SearchMode.dense, SearchMode.hybrid, SearchMode.v2, SearchMode.v3)
     results = {mode: evaluate_retrieval(svc.searcher, svc.bank, cases, mode) for mode in modes}
     for mode, s in results.items():
@@ -304,20 +309,26 @@ def eval_retrieval(
             num(s.said_none),
             num(s.no_match_auc),
         )
-    for lang in ("zh", "en"):
-        for mode, s in results.items():
-            d = s.by_language_full.get(lang, {})
-            by_lang.add_row(
-                lang,
-                mode.value,
-                num(d.get("recall_at_1")),
-                num(d.get("recall_at_5")),
-                num(d.get("mrr_at_10")),
-                num(d.get("said_none")),
-                num(d.get("no_match_auc")),
-            )
+    for breakdown, groups in ((by_lang, ("zh", "en")), (by_origin, ("notes", "team"))):
+        for group in groups:
+            # (only the ranked modes count no-match queries: label the group by v3's counts)
+            counts = results[SearchMode.v3].by_group.get(group, {})
+            label = f"{group} ({int(counts.get('queries') or 0)}+"
+            label += f"{int(counts.get('no_match_queries') or 0)})"
+            for mode, s in results.items():
+                d = s.by_group.get(group, {})
+                breakdown.add_row(
+                    label,
+                    mode.value,
+                    num(d.get("recall_at_1")),
+                    num(d.get("recall_at_5")),
+                    num(d.get("mrr_at_10")),
+                    num(d.get("said_none")),
+                    num(d.get("no_match_auc")),
+                )
     console.print(table)
     console.print(by_lang)
+    console.print(by_origin)
     v3 = results[SearchMode.v3]
     console.print(
         f"embedder: {svc.embedder.name}; 'said none': answerable queries whose match was none; "

@@ -43,10 +43,10 @@ def _search(client, q: str, k: int = 5) -> dict:
 
 ACTOR_CRITIC = pytest.mark.xfail(
     strict=True,
-    reason="bank v3's DDPG/TD3/SAC entries name actor-critic and critic together and outrank "
-    "critic-model-role for 'what does the critic do in actor-critic'; a rule that drops a term "
-    "setting the scene (X 框架中的 Y) lifted critic-model-role to second but lowered the train "
-    "split's out-of-fold recall, so it was not kept (issue #26, open)",
+    reason="critic-model-role ranks first since the search phrasings, but at relevance ~0.10, "
+    "under the weak cut: bank v3's DDPG/TD3/SAC entries name actor-critic and critic together "
+    "and stay close behind it, and no phrasing of critic-model-role names actor-critic (none was "
+    "added for this example: it is one of the issue's held-out questions) (issue #26)",
 )
 
 
@@ -381,3 +381,61 @@ def test_every_labelled_query_set_is_read_by_the_eval_and_the_fit():
 
     on_disk = sorted((ROOT / "tests/eval").glob("retrieval*.jsonl"))
     assert sorted(RETRIEVAL_SETS) == on_disk, "a new set must join RETRIEVAL_SETS"
+
+
+def test_eval_reports_real_note_wording_apart_from_the_teams(services, tmp_path):
+    """A row with a `source` is a question as written in public notes unless it is marked as our
+    paraphrase; `sparring eval retrieval` reports those apart (the phrasings search ranks with
+    were written by the team, so the notes' rows are the fairer figure)."""
+    from server.evaluation.retrieval import evaluate, load_cases
+    from server.retrieval.search import SearchMode
+
+    path = tmp_path / "cases.jsonl"
+    path.write_text(
+        '{"q": "GRPO 为什么不需要 critic", "ids": ["grpo-no-value-model"], "split": "test",'
+        ' "source": "https://example.org/notes"}\n'
+        '{"q": "why is PPO called PPO", "expect": ["为啥PPO叫PPO"], "split": "test",'
+        ' "source": "https://example.org/notes", "wording": "paraphrase"}\n'
+        '{"q": "手写快排", "ids": [], "split": "test"}\n',
+        encoding="utf-8",
+    )
+    cases = load_cases(path)
+    assert [c.origin for c in cases] == ["notes", "team", "team"]
+    scores = evaluate(services.searcher, services.bank, cases, SearchMode.v3)
+    notes, team = scores.by_group["notes"], scores.by_group["team"]
+    assert (notes["queries"], notes["no_match_queries"]) == (1, 0)
+    assert (team["queries"], team["no_match_queries"]) == (1, 1)
+    assert notes["recall_at_1"] == 1.0 and notes["no_match_auc"] is None
+    assert scores.by_group["zh"]["queries"] == 1 and scores.by_group["en"]["queries"] == 1
+    assert team["no_match_auc"] == 1.0  # the no-match query ranks below the answerable one
+
+
+def test_match_thresholds_keep_the_answerable_share_and_a_steady_strong_cut():
+    """weak keeps ANSWERABLE_KEPT of the answerable queries; strong is the bootstrap median of
+    the lowest cut whose top-1 precision reaches STRONG_PRECISION, and the same rows give the same
+    cut (how much steadier it is than the plain cut was measured on the train split: docs/search.md)."""
+    import numpy as np
+
+    from server.evaluation.fit_ranker import (
+        ANSWERABLE_KEPT,
+        STRONG_PRECISION,
+        _strong_cut,
+        _thresholds,
+    )
+
+    top = np.asarray([0.95, 0.9, 0.8, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05])
+    right = np.asarray([1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0], dtype=bool)
+    # 10 queries at >= 0.2 with 9 right: 0.9 precision; at 0.1 and below it falls under
+    assert _strong_cut(top, right) == 0.2
+    assert _strong_cut(top[:5], right[:5]) == 1.0  # fewer than 10 queries above any cut
+
+    rng = np.random.default_rng(7)
+    n = 600
+    top = rng.random(n)
+    has_match = rng.random(n) < 0.8
+    right = has_match & (rng.random(n) < top)  # calibrated: right with probability = relevance
+    strong, weak = _thresholds(top, has_match, right)
+    assert (strong, weak) == _thresholds(top, has_match, right)
+    assert np.mean(top[has_match] >= weak) >= ANSWERABLE_KEPT - 0.01
+    assert strong >= weak
+    assert right[top >= strong].mean() >= STRONG_PRECISION - 0.05

@@ -41,6 +41,9 @@ class RetrievalCase:
     expect: list[str] = field(default_factory=list)  # substrings of a right entry's text
     ids: list[str] = field(default_factory=list)  # or the right entries' ids
     split: str = "train"
+    # "notes": a question as written in public interview notes or a practitioner's thread (the
+    # row has a `source` and is not marked `"wording": "paraphrase"`); "team": worded by the team
+    origin: str = "team"
 
     @property
     def no_match(self) -> bool:
@@ -71,7 +74,8 @@ class RetrievalScores:
     misses: list[str]
     said_none: float | None = None  # ranked modes: share of answerable queries told `none`
     no_match_said_none: float | None = None  # share of no-match queries told `none`
-    by_language_full: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    # every figure by language ("zh", "en") and by origin ("notes", "team")
+    by_group: dict[str, dict[str, float | None]] = field(default_factory=dict)
 
 
 def _norm(text: str) -> str:
@@ -99,8 +103,15 @@ def load_cases(path: Path) -> list[RetrievalCase]:
         split = row.get("split") or split_of(query)
         if split not in ("train", "test"):
             raise ValueError(f"{path.name}:{n}: split must be train or test")
+        origin = "notes" if row.get("source") and row.get("wording") != "paraphrase" else "team"
         cases.append(
-            RetrievalCase(query, list(row.get("expect") or []), list(row.get("ids") or []), split)
+            RetrievalCase(
+                query,
+                list(row.get("expect") or []),
+                list(row.get("ids") or []),
+                split,
+                origin,
+            )
         )
     return cases
 
@@ -138,11 +149,12 @@ def evaluate(
     r1 = r5 = mrr = 0.0
     matched = 0
     misses = []
-    top_matched: list[tuple[str, float]] = []
-    top_none: list[tuple[str, float]] = []
-    said_none: list[tuple[str, bool]] = []  # (language, told none) per answerable query
-    none_said_none: list[tuple[str, bool]] = []
-    hit1: dict[str, list[bool]] = {}
+    # each value is tagged with the case's groups: (language, origin)
+    top_matched: list[tuple[tuple[str, str], float]] = []
+    top_none: list[tuple[tuple[str, str], float]] = []
+    said_none: list[tuple[tuple[str, str], bool]] = []  # told none, per answerable query
+    none_said_none: list[tuple[tuple[str, str], bool]] = []
+    answered: list[tuple[tuple[str, str], bool, bool, float]] = []  # (groups, @1, in top 5, RR)
     ranked = mode in (SearchMode.v2, SearchMode.v3)
     for case in cases:
         if ranked:
@@ -153,24 +165,25 @@ def evaluate(
         top = hits[0].relevance if hits and hits[0].relevance is not None else None
         # a query with no candidate at all is told `none`: it ranks below every scored query
         score = top if top is not None else -1.0
+        groups = (case.language, case.origin)
         if case.no_match:
             if ranked:
-                top_none.append((case.language, score))
-                none_said_none.append((case.language, verdict == "none"))
+                top_none.append((groups, score))
+                none_said_none.append((groups, verdict == "none"))
             continue
         if ranked:
-            top_matched.append((case.language, score))
-            said_none.append((case.language, verdict == "none"))
+            top_matched.append((groups, score))
+            said_none.append((groups, verdict == "none"))
         matched += 1
         relevant = case.relevant(bank)
         rank = next((n for n, h in enumerate(hits, start=1) if h.entry.id in relevant), None)
         r1 += rank == 1
-        hit1.setdefault(case.language, []).append(rank == 1)
         in5 = rank is not None and rank <= 5
         r5 += in5
         rr = 1.0 / rank if rank is not None else 0.0
         mrr += rr
         per_lang.setdefault(case.language, []).append((in5, rr))
+        answered.append((groups, rank == 1, in5, rr))
         if not in5:
             misses.append(case.query)
     n = max(matched, 1)
@@ -179,22 +192,24 @@ def evaluate(
         for lang, v in sorted(per_lang.items())
     }
 
-    def share(pairs: list[tuple[str, bool]], lang: str | None = None) -> float | None:
-        xs = [x for lg, x in pairs if lang is None or lg == lang]
+    def share(pairs: list[tuple[tuple[str, str], bool]], group: str | None = None) -> float | None:
+        xs = [x for g, x in pairs if group is None or group in g]
         return sum(xs) / len(xs) if xs else None
 
     full: dict[str, dict[str, float | None]] = {}
-    for lang in sorted(set(per_lang) | {lg for lg, _ in top_none}):
-        v = per_lang.get(lang, [])
-        full[lang] = {
+    labels = {g for gs, *_ in answered for g in gs} | {g for gs, _ in top_none for g in gs}
+    for group in sorted(labels):
+        v = [(at1, in5, rr) for gs, at1, in5, rr in answered if group in gs]
+        full[group] = {
             "queries": float(len(v)),
-            "no_match_queries": float(sum(lg == lang for lg, _ in top_none)),
-            "recall_at_1": sum(hit1.get(lang, [])) / len(v) if v else None,
-            "recall_at_5": sum(x for x, _ in v) / len(v) if v else None,
-            "mrr_at_10": sum(y for _, y in v) / len(v) if v else None,
-            "said_none": share(said_none, lang),
+            "no_match_queries": float(sum(group in gs for gs, _ in top_none)),
+            "recall_at_1": sum(x for x, _, _ in v) / len(v) if v else None,
+            "recall_at_5": sum(x for _, x, _ in v) / len(v) if v else None,
+            "mrr_at_10": sum(x for _, _, x in v) / len(v) if v else None,
+            "said_none": share(said_none, group),
             "no_match_auc": auc(
-                [s for lg, s in top_matched if lg == lang], [s for lg, s in top_none if lg == lang]
+                [s for gs, s in top_matched if group in gs],
+                [s for gs, s in top_none if group in gs],
             )
             if ranked
             else None,

@@ -144,3 +144,24 @@ def test_search_phrasings_are_not_labelled_search_queries(bank):
         if normalise(t).replace(" ", "") in queries
     ]
     assert not copied
+
+
+def test_search_phrasings_do_not_nearly_copy_labelled_queries(bank):
+    """Nor a near copy (a word swapped, a particle dropped): it would score as well as a copy. Near
+    means sharing at least 60% of character trigrams (Jaccard) once case and spaces are dropped."""
+    from server.evaluation.retrieval import RETRIEVAL_SETS, load_many
+    from server.retrieval.tokenize import normalise
+
+    def trigrams(text: str) -> set[str]:
+        k = normalise(text).replace(" ", "")
+        return {k[i : i + 3] for i in range(max(1, len(k) - 2))}
+
+    queries = [(c.query, trigrams(c.query)) for c in load_many(RETRIEVAL_SETS)]
+    near = []
+    for e in bank:
+        for t in e.search_phrasings.zh + e.search_phrasings.en:
+            g = trigrams(t)
+            for q, qg in queries:
+                if len(g & qg) >= 0.6 * len(g | qg):
+                    near.append((e.id, t, q))
+    assert not near

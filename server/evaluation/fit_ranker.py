@@ -120,7 +120,7 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
     for fit_idx, held_idx in GroupKFold(n_splits=5).split(x, y, groups):
         w, b, m, s = _logistic(x[fit_idx], y[fit_idx])
         oof[held_idx] = 1.0 / (1.0 + np.exp(-(((x[held_idx] - m) / s) @ w + b)))
-    top, has_match, top_correct, in5, at1 = [], [], [], [], []
+    top, has_match, top_correct, in5, at1, rr = [], [], [], [], [], []
     real = np.asarray([case.origin == "notes" for case in train], dtype=bool)
     for g, case in enumerate(train):
         rows = np.flatnonzero(groups == g)
@@ -131,9 +131,12 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
         if not case.no_match:
             in5.append(bool(y[order[:5]].any()))
             at1.append(bool(y[order[0]]))
+            hits = np.flatnonzero(y[order[:10]])
+            rr.append(1.0 / (hits[0] + 1) if hits.size else 0.0)
     top_a, has_a, correct_a = np.asarray(top), np.asarray(has_match), np.asarray(top_correct)
     strong_at, weak_at = _thresholds(top_a, has_a, correct_a, real)
     cv_auc = auc(list(top_a[has_a]), list(top_a[~has_a]))
+    real_answerable = real[has_a]  # aligned with in5 / at1 / rr
 
     w, b, m, s = _logistic(x, y)
     meta = {
@@ -152,6 +155,9 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
         else None,
         # the same on the queries in real candidates' words (public notes and threads)
         "real_queries": int(real.sum()),
+        "cv_real_recall_at_1": _share(np.asarray(at1)[real_answerable]),
+        "cv_real_recall_at_5": _share(np.asarray(in5)[real_answerable]),
+        "cv_real_mrr_at_10": _share(np.asarray(rr)[real_answerable]),
         "cv_real_answerable_said_none": _share(top_a[has_a & real] < weak_at),
         "cv_real_no_match_said_none": _share(top_a[~has_a & real] < weak_at),
         "cv_real_strong_precision": _share(correct_a[real & (top_a >= strong_at)]),

@@ -26,11 +26,11 @@ from server.corpus.bank import QuestionBank
 from server.retrieval.search import QuestionSearcher, SearchMode
 
 TEST_SHARE = 3  # of 10 hash buckets
-# The labelled query sets, oldest first (v3–v5: real wordings from public interview notes; v5 also
-# practitioners' questions from GitHub issue threads of RL training frameworks).
+# The labelled query sets, oldest first (v3–v6: real wordings from public interview notes; v5 and v6
+# also practitioners' questions from GitHub issue threads of RL training frameworks).
 RETRIEVAL_SETS = [
     Path(__file__).resolve().parents[2] / "tests" / "eval" / f"retrieval{suffix}.jsonl"
-    for suffix in ("", "_v2", "_v3", "_v4", "_v5")
+    for suffix in ("", "_v2", "_v3", "_v4", "_v5", "_v6")
 ]
 _CJK = re.compile(r"[\u3400-\u9fff]")
 

@@ -153,6 +153,18 @@ def test_glossary_prefers_longest_terms_and_respects_latin_word_edges(glossary):
     assert "reward-model" in expansion.concepts and "奖励模型" in expansion.extra_text
 
 
+def test_glossary_knows_ppo_config_keys_and_does_not_read_zero_as_deepspeed(glossary):
+    # Practitioners quote config keys and logged metrics; ZeRO is DeepSpeed's, not every "zero".
+    assert "old-policy" in glossary.concepts_in("old_log_prob equals log_prob, so the ratio is 1")
+    assert "dynamic-sampling" in glossary.concepts_in("max_num_gen_batches 次 batch 都没被填满")
+    assert "clip-higher" in glossary.concepts_in("why set clip_ratio_high to 0.28?")
+    assert "all-correct-all-wrong" in glossary.concepts_in("frac_reward_zero_std is 1")
+    for in_field in ("policy entropy drops to near zero", "format reward declines to zero"):
+        assert "distributed-training" not in glossary.concepts_in(in_field), in_field
+    for deepspeed in ("ZeRO 1 2 3 的区别", "What is ZeRO-3?", "DeepSpeed的ZeRO优化器有几个阶段"):
+        assert "distributed-training" in glossary.concepts_in(deepspeed), deepspeed
+
+
 def test_glossary_rejects_duplicate_ids(tmp_path):
     bad = tmp_path / "g.yaml"
     bad.write_text("- {id: a, en: [x]}\n- {id: a, zh: [乙]}\n", encoding="utf-8")

@@ -340,6 +340,24 @@ def eval_retrieval(
             console.print(f"  miss: {q}")
 
 
+def _fitting_searcher():
+    """The services with a current index, and a searcher built with placeholder ranker weights (the
+    stored ranker may not match the current features): what the ranker fits read candidates from."""
+    from server.retrieval.ranker import RankerModel
+    from server.retrieval.search import QuestionSearcher
+
+    svc = _services()
+    svc.ingest()
+    searcher = QuestionSearcher(
+        svc.bank,
+        svc.documents,
+        svc.vector_store,
+        glossary=svc.glossary,
+        ranker=RankerModel.untrained(),
+    )
+    return svc, searcher
+
+
 @eval_app.command("fit-ranker")
 def eval_fit_ranker(
     dataset: Annotated[
@@ -349,19 +367,9 @@ def eval_fit_ranker(
     """Refit search v3's ranker and match thresholds on the train split; writes ranker.json."""
     from server.evaluation.fit_ranker import fit
     from server.evaluation.retrieval import RETRIEVAL_SETS, load_many
-    from server.retrieval.ranker import MODEL_PATH, RankerModel
-    from server.retrieval.search import QuestionSearcher
+    from server.retrieval.ranker import MODEL_PATH
 
-    svc = _services()
-    svc.ingest()
-    # Built with placeholder weights: the stored ranker may not match the current features.
-    searcher = QuestionSearcher(
-        svc.bank,
-        svc.documents,
-        svc.vector_store,
-        glossary=svc.glossary,
-        ranker=RankerModel.untrained(),
-    )
+    svc, searcher = _fitting_searcher()
     report = fit(searcher, svc.bank, load_many(dataset or RETRIEVAL_SETS, "train"))
     report.model.save()
     meta = report.model.meta
@@ -371,6 +379,57 @@ def eval_fit_ranker(
         f"answerable said none {meta['cv_answerable_said_none']}, "
         f"no-match AUC {report.cv_auc:.3f}, no-match said none {meta['cv_no_match_said_none']}; "
         f"strong >= {report.model.strong_at:.3f}, weak >= {report.model.weak_at:.3f} -> {MODEL_PATH}"
+    )
+
+
+@eval_app.command("ranker-cv")
+def eval_ranker_cv(
+    dataset: Annotated[
+        list[Path] | None, typer.Option(help="JSONL sets; only their train split is used")
+    ] = None,
+    weight: Annotated[
+        list[float] | None,
+        typer.Option(help="listwise weights to compare (repeatable; 0 = pointwise only)"),
+    ] = None,
+    without: Annotated[
+        Path | None,
+        typer.Option(help="also score this set's train rows with a fit that leaves them out"),
+    ] = None,
+) -> None:
+    """Out-of-fold figures of the ranker's fit on the train split, one line per listwise weight
+    (all queries and those in real candidates' words), and optionally a set fitted without its
+    own rows. Writes nothing: `fit-ranker` is what changes ranker.json."""
+    from server.evaluation.ranker_cv import compare
+    from server.evaluation.retrieval import RETRIEVAL_SETS, load_many
+
+    paths = dataset or RETRIEVAL_SETS
+    missing = [p for p in [*paths, *([without] if without else [])] if not p.exists()]
+    if missing:
+        console.print(f"[red]No such dataset: {missing[0]}[/red]")
+        raise typer.Exit(2)
+    if weight and any(w < 0 for w in weight):
+        console.print("[red]--weight must be 0 or more[/red]")
+        raise typer.Exit(2)
+    svc, searcher = _fitting_searcher()
+    lines = compare(searcher, svc.bank, load_many(paths, "train"), weight, without)
+    table = Table(title="Ranker fit, out of fold on the train split (5 folds grouped by query)")
+    for column in ("fit / rows", "queries", "recall@1", "recall@5", "MRR@10", "AUC", "nm none"):
+        table.add_column(column)
+    show = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    for line in lines:
+        table.add_row(
+            escape(line.label),
+            f"{line.answerable}+{line.queries - line.answerable}",
+            show(line.recall_at_1),
+            show(line.recall_at_5),
+            show(line.mrr_at_10),
+            show(line.no_match_auc),
+            show(line.no_match_said_none),
+        )
+    console.print(table)
+    console.print(
+        "queries: answerable + no-match; AUC: top relevance, answerable vs no-match; nm none: "
+        "no-match queries under the cut that keeps 92% of the answerable ones"
     )
 
 

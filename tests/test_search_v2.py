@@ -3,12 +3,14 @@ glossary, the eval-set splits and the ranker fit on real candidates."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from server.evaluation.fit_ranker import _joint_loss, _ranker_weights, fit
+from server.evaluation.ranker_cv import compare
 from server.evaluation.retrieval import RETRIEVAL_SETS, RetrievalCase, auc, load_cases, split_of
 from server.retrieval.glossary import Glossary
 from server.retrieval.ranker import FEATURES, MODEL_PATH, RankerModel
@@ -273,6 +275,61 @@ def test_ranker_weights_rank_within_a_query_and_stay_calibrated():
         if y[g == q].any()
     ]
     assert np.mean(firsts) > 0.9
+
+
+def test_ranker_cv_compares_weights_and_a_left_out_set_on_train_rows_only(services, tmp_path):
+    rows = [
+        ("同策略和异策略的区别", ["on-policy-vs-off-policy"]),
+        ("DQN 伪代码", ["dqn-pseudocode-td-loss"]),
+        ("熵坍塌怎么解决", ["entropy-collapse"]),
+        ("GRPO 公式", ["grpo-formula"]),
+        ("why is PPO called PPO", ["why-ppo-name"]),
+        ("Bradley-Terry 推导", ["bradley-terry-derivation"]),
+        ("LoRA 的原理", []),
+        ("手写快排", []),
+        ("speculative decoding", []),
+        ("KV cache 是什么", []),
+    ]
+    new_set = tmp_path / "new.jsonl"
+    new_set.write_text(
+        "".join(
+            json.dumps({"q": q, "ids": ids, "split": "train", "source": "https://example.org"})
+            + "\n"
+            for q, ids in rows[:3] + rows[6:8]
+        ),
+        encoding="utf-8",
+    )
+    train = [RetrievalCase(q, ids=ids) for q, ids in rows[3:6] + rows[8:]]
+    train += load_cases(new_set)
+    # Held-out cases with a wrong label: if they were read, the query counts would grow.
+    test = [RetrievalCase("DPO 原理", ids=["why-ppo-name"], split="test")] * 3
+    lines = compare(services.searcher, services.bank, train + test, [0.0, 0.3], new_set)
+    labels = [line.label for line in lines]
+    assert labels == [
+        "pointwise (weight 0): all",
+        "pointwise (weight 0): real wording",
+        "listwise weight 0.3: all",
+        "listwise weight 0.3: real wording",
+        "new.jsonl train rows, fit without them",
+        "new.jsonl train rows, out of fold with the rest of the set",
+    ]
+    counts = [(line.queries, line.answerable) for line in lines]
+    assert counts == [(10, 6), (5, 3), (10, 6), (5, 3), (5, 3), (5, 3)]
+    for line in lines:
+        for value in (line.recall_at_1, line.recall_at_5, line.mrr_at_10, line.no_match_auc):
+            assert value is not None and 0.0 <= value <= 1.0
+        assert line.recall_at_1 <= line.recall_at_5
+
+
+def test_cli_ranker_cv_rejects_a_missing_set_and_a_negative_weight(tmp_path):
+    from typer.testing import CliRunner
+
+    import server.cli as cli
+
+    out = CliRunner().invoke(cli.app, ["eval", "ranker-cv", "--without", str(tmp_path / "x")])
+    assert out.exit_code == 2 and "No such dataset" in out.output
+    out = CliRunner().invoke(cli.app, ["eval", "ranker-cv", "--weight", "-1"])
+    assert out.exit_code == 2 and "0 or more" in out.output
 
 
 # ---- follow-up choice ----------------------------------------------------------------------

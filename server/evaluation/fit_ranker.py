@@ -77,9 +77,14 @@ def _logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float, np.ndarr
 
 
 def _joint_loss(
-    params: np.ndarray, z: np.ndarray, y: np.ndarray, listed: np.ndarray, segment: np.ndarray
+    params: np.ndarray,
+    z: np.ndarray,
+    y: np.ndarray,
+    listed: np.ndarray,
+    segment: np.ndarray,
+    listwise_weight: float = LISTWISE_WEIGHT,
 ) -> tuple[float, np.ndarray]:
-    """Pointwise logistic loss over every row, plus LISTWISE_WEIGHT x the softmax (listwise) loss of
+    """Pointwise logistic loss over every row, plus `listwise_weight` x the softmax (listwise) loss of
     each answerable query (-log of the softmax mass on its right entries), plus an L2 penalty on
     the weights; and its gradient. `listed` are the rows of answerable queries, `segment` each
     one's query number (0..k-1)."""
@@ -97,24 +102,25 @@ def _joint_loss(
         np.maximum.at(top, segment, sl)
         e = np.exp(sl - top[segment])
         total, right = np.bincount(segment, e, k), np.bincount(segment, e * yl, k)
-        loss -= LISTWISE_WEIGHT * float(np.sum(np.log(right) - np.log(total)))
+        loss -= listwise_weight * float(np.sum(np.log(right) - np.log(total)))
         grad_list = e / total[segment] - e * yl / right[segment]
-        np.add.at(grad_s, listed, LISTWISE_WEIGHT * grad_list)
+        np.add.at(grad_s, listed, listwise_weight * grad_list)
     loss += 0.5 / REGULARISATION_C * float(w @ w)
     grad_w = z.T @ grad_s + w / REGULARISATION_C
     return loss, np.append(grad_w, grad_b)
 
 
 def _ranker_weights(
-    x: np.ndarray, y: np.ndarray, groups: np.ndarray
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, listwise_weight: float = LISTWISE_WEIGHT
 ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
     """Weights fitted on the joint pointwise + listwise objective, then recalibrated (Platt: one
     scale and one offset, fitted on the same rows) so that the relevance is a probability again.
 
     The pointwise loss alone fits "is this entry right" row by row, which is what the match
     verdict needs; the listwise term fits what users see, the right entry above the others of the
-    same query. Together, out of fold on the train split, recall@1 rose from 0.746 to 0.757 (real
-    wording 0.592 to 0.607) at the same no-match AUC (docs/search.md)."""
+    same query. Out of fold on the train split the listwise term moved recall@1 from 0.751 to
+    0.757 (real wording 0.598 to 0.608) at the same no-match AUC: a small gain (docs/search.md;
+    `sparring eval ranker-cv` measures it)."""
     mean, scale = _standardise(x)
     z = (x - mean) / scale
     answerable = {g for g in np.unique(groups) if y[groups == g].any()}
@@ -122,7 +128,11 @@ def _ranker_weights(
     _, segment = np.unique(groups[listed], return_inverse=True)
     start = np.zeros(z.shape[1] + 1)
     fitted = minimize(
-        _joint_loss, start, args=(z, y, listed, segment), jac=True, method="L-BFGS-B"
+        _joint_loss,
+        start,
+        args=(z, y, listed, segment, listwise_weight),
+        jac=True,
+        method="L-BFGS-B",
     ).x
     w = fitted[:-1]
     platt = LogisticRegression(C=1e4, max_iter=1000).fit((z @ w)[:, None], y)
@@ -178,21 +188,47 @@ def _share(flags: np.ndarray) -> float | None:
     return round(float(flags.mean()), 4) if flags.size else None
 
 
-def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCase]) -> FitReport:
-    train = [c for c in cases if c.split == "train"]
-    x, y, groups = _rows(searcher, bank, train)
+def relevance_of(
+    weights: tuple[np.ndarray, float, np.ndarray, np.ndarray], x: np.ndarray
+) -> np.ndarray:
+    w, b, m, s = weights
+    return 1.0 / (1.0 + np.exp(-(((x - m) / s) @ w + b)))
 
-    # Out-of-fold relevance for every training row.
+
+def out_of_fold(
+    x: np.ndarray, y: np.ndarray, groups: np.ndarray, listwise_weight: float = LISTWISE_WEIGHT
+) -> np.ndarray:
+    """Each training row's relevance from a model fitted without its query (5 folds, grouped by
+    query)."""
     oof = np.zeros(len(y))
     for fit_idx, held_idx in GroupKFold(n_splits=5).split(x, y, groups):
-        w, b, m, s = _ranker_weights(x[fit_idx], y[fit_idx], groups[fit_idx])
-        oof[held_idx] = 1.0 / (1.0 + np.exp(-(((x[held_idx] - m) / s) @ w + b)))
+        weights = _ranker_weights(x[fit_idx], y[fit_idx], groups[fit_idx], listwise_weight)
+        oof[held_idx] = relevance_of(weights, x[held_idx])
+    return oof
+
+
+@dataclass
+class QueryOutcomes:
+    """Per query, from a relevance for every candidate row: the top relevance, whether the query
+    is answerable and whether its top hit is right; and per answerable query, hit@1, hit@5 and
+    reciprocal rank within 10."""
+
+    top: np.ndarray
+    has_match: np.ndarray
+    top_correct: np.ndarray
+    at1: np.ndarray
+    in5: np.ndarray
+    rr: np.ndarray
+
+
+def query_outcomes(
+    cases: list[RetrievalCase], y: np.ndarray, groups: np.ndarray, relevance: np.ndarray
+) -> QueryOutcomes:
     top, has_match, top_correct, in5, at1, rr = [], [], [], [], [], []
-    real = np.asarray([case.origin == "notes" for case in train], dtype=bool)
-    for g, case in enumerate(train):
+    for g, case in enumerate(cases):
         rows = np.flatnonzero(groups == g)
-        order = rows[np.argsort(-oof[rows], kind="stable")]
-        top.append(oof[order[0]])
+        order = rows[np.argsort(-relevance[rows], kind="stable")]
+        top.append(relevance[order[0]])
         has_match.append(not case.no_match)
         top_correct.append(bool(y[order[0]]))
         if not case.no_match:
@@ -200,7 +236,24 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
             at1.append(bool(y[order[0]]))
             hits = np.flatnonzero(y[order[:10]])
             rr.append(1.0 / (hits[0] + 1) if hits.size else 0.0)
-    top_a, has_a, correct_a = np.asarray(top), np.asarray(has_match), np.asarray(top_correct)
+    return QueryOutcomes(
+        np.asarray(top),
+        np.asarray(has_match, dtype=bool),
+        np.asarray(top_correct, dtype=bool),
+        np.asarray(at1, dtype=bool),
+        np.asarray(in5, dtype=bool),
+        np.asarray(rr, dtype=float),
+    )
+
+
+def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCase]) -> FitReport:
+    train = [c for c in cases if c.split == "train"]
+    x, y, groups = _rows(searcher, bank, train)
+    oof = out_of_fold(x, y, groups)
+    real = np.asarray([case.origin == "notes" for case in train], dtype=bool)
+    q = query_outcomes(train, y, groups, oof)
+    top, at1, in5, rr = q.top, q.at1, q.in5, q.rr
+    top_a, has_a, correct_a = top, q.has_match, q.top_correct
     strong_at, weak_at = _thresholds(top_a, has_a, correct_a, real)
     cv_auc = auc(list(top_a[has_a]), list(top_a[~has_a]))
     real_answerable = real[has_a]  # aligned with in5 / at1 / rr
@@ -212,8 +265,8 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
         "train_no_match_queries": int((~has_a).sum()),
         "rows": len(y),
         "cv_no_match_auc": None if cv_auc is None else round(cv_auc, 4),
-        "cv_recall_at_1": round(float(np.mean(at1)), 4) if at1 else None,
-        "cv_recall_at_5": round(float(np.mean(in5)), 4) if in5 else None,
+        "cv_recall_at_1": round(float(np.mean(at1)), 4) if at1.size else None,
+        "cv_recall_at_5": round(float(np.mean(in5)), 4) if in5.size else None,
         "cv_answerable_said_none": round(float((top_a[has_a] < weak_at).mean()), 4)
         if has_a.any()
         else None,
@@ -222,16 +275,16 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
         else None,
         # the same on the queries in real candidates' words (public notes and threads)
         "real_queries": int(real.sum()),
-        "cv_real_recall_at_1": _share(np.asarray(at1)[real_answerable]),
-        "cv_real_recall_at_5": _share(np.asarray(in5)[real_answerable]),
-        "cv_real_mrr_at_10": _share(np.asarray(rr)[real_answerable]),
+        "cv_real_recall_at_1": _share(at1[real_answerable]),
+        "cv_real_recall_at_5": _share(in5[real_answerable]),
+        "cv_real_mrr_at_10": _share(rr[real_answerable]),
         "cv_real_answerable_said_none": _share(top_a[has_a & real] < weak_at),
         "cv_real_no_match_said_none": _share(top_a[~has_a & real] < weak_at),
         "cv_real_strong_precision": _share(correct_a[real & (top_a >= strong_at)]),
         "cv_strong_precision": _share(correct_a[top_a >= strong_at]),
     }
     model = RankerModel(w, b, m, s, strong_at, weak_at, meta)
-    return FitReport(model, len(train), len(y), cv_auc, float(np.mean(in5)) if in5 else 0.0)
+    return FitReport(model, len(train), len(y), cv_auc, float(np.mean(in5)) if in5.size else 0.0)
 
 
 __all__ = ["FEATURES", "FitReport", "fit"]

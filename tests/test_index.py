@@ -8,6 +8,7 @@ import pytest
 from server.config import EmbedderName, Settings
 from server.retrieval.documents import SearchDocument
 from server.retrieval.embedder import (
+    MAX_QUERY_TOKENS,
     E5Embedder,
     SentenceTransformerEmbedder,
     UseEmbedder,
@@ -61,6 +62,21 @@ def test_native_encoder_runs_on_one_thread_whoever_calls_it():
     # A call made from the encoder thread itself runs there (no wait on its own queue).
     nested = emb._thread.run(lambda ts: emb.embed_queries(ts), [texts[0]])
     assert np.allclose(nested[0], alone[0], atol=1e-5)
+
+
+def test_a_long_query_is_encoded_from_its_first_tokens_only():
+    """A pasted page would hold the one encoder thread for half a second: the query side reads at
+    most MAX_QUERY_TOKENS tokens (documents are not cut)."""
+    emb = E5Embedder()
+    tokens = emb._model.token_count
+    short = "GRPO 为什么不需要 critic"
+    assert emb.capped(short) == short
+    long = "PPO 的 clip 为什么能近似约束 KL？我的 reward 一直不涨。" * 20
+    cut = emb.capped(long)
+    assert long.startswith(cut) and len(cut) < len(long)
+    assert tokens(cut, True) <= MAX_QUERY_TOKENS < tokens(long[: len(cut) + 1], True)
+    assert np.allclose(emb.embed_queries([long]), emb.embed_queries([cut]), atol=1e-6)
+    assert not np.allclose(emb.embed_documents([long]), emb.embed_documents([cut]), atol=1e-3)
 
 
 def test_sentence_transformers_backend_loads_the_packaged_minilm_offline():

@@ -124,7 +124,12 @@ def test_english_phone_interview_follows_the_interface_language(browser, server)
         assert "max −2.5 each" in text_of(page, "#hint-btn")
         # A draft survives a reload.
         page.locator("#answer-box textarea").fill("My draft about the group baseline")
-        page.wait_for_timeout(1500)
+        # The page saves the draft on its once-a-second tick, which starts only once the session
+        # is on screen: wait for the save itself (a fixed 1.5 s was not enough on a loaded machine).
+        page.wait_for_function(
+            "localStorage.getItem('sparring-draft-answer') === 'My draft about the group baseline'",
+            timeout=20_000,
+        )
         page.reload()
         page.locator("#start-btn").wait_for()
         wait_text(page, "#chat", "Question 1 (")

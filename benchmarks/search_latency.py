@@ -120,6 +120,7 @@ def main() -> None:
         svc.__dict__["searcher"] = pinned  # the routes read services.searcher
         cache = svc.vector_store._query_cache
         ms: dict[SearchMode, list[float]] = {SearchMode.v3: [], SearchMode.v2: []}
+        asked: list[str] = []
         with serve(svc) as url, httpx.Client(base_url=url, timeout=60) as client:
             for q in ("warm up", "预热一下", "GRPO", "PPO clip"):
                 for mode in ms:
@@ -127,6 +128,7 @@ def main() -> None:
                     client.get("/api/questions/search", params={"q": q, "k": 5})
             for n in range(args.requests):
                 q = spread[n % len(spread)]
+                asked.append(q)
                 order = (
                     (SearchMode.v3, SearchMode.v2) if n % 2 == 0 else (SearchMode.v2, SearchMode.v3)
                 )
@@ -142,7 +144,6 @@ def main() -> None:
         ratio50 = percentile(ms[SearchMode.v3], 50) / percentile(ms[SearchMode.v2], 50)
         ratio95 = percentile(ms[SearchMode.v3], 95) / percentile(ms[SearchMode.v2], 95)
         print(f"v3 / v2 over HTTP: p50 x{ratio50:.2f}, p95 x{ratio95:.2f}")
-        asked = [spread[n % len(spread)] for n in range(args.requests)]
         for label, keep in (
             (f"<= {SHORT_QUERY} chars", lambda q: len(q) <= SHORT_QUERY),
             (f"> {SHORT_QUERY} chars", lambda q: len(q) > SHORT_QUERY),

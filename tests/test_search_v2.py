@@ -253,9 +253,10 @@ def test_the_joint_objective_has_the_gradient_it_reports():
 
 
 def test_ranker_weights_rank_within_a_query_and_stay_calibrated():
-    """Rows whose label follows feature 0 across queries but feature 1 within a query: the
-    listwise term must make feature 1 count, and Platt scaling keeps the mean relevance at the
-    base rate."""
+    """Rows where feature 0 says how answerable the query is and feature 1 which candidate is
+    right: the joint fit puts the right candidate first in nearly every query, and Platt scaling
+    keeps the mean relevance at the base rate. (Not a test that the listwise term is needed: a
+    pointwise fit passes too; the out-of-fold comparison is `sparring eval ranker-cv`.)"""
     rng = np.random.default_rng(2)
     rows, labels, groups = [], [], []
     for q in range(200):

@@ -67,15 +67,6 @@ def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, scale
 
 
-def _logistic(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-    """The plain pointwise logistic regression (the ranker before the listwise term; kept for
-    docs/search.md's comparisons)."""
-    mean, scale = _standardise(x)
-    clf = LogisticRegression(C=REGULARISATION_C, max_iter=2000)
-    clf.fit((x - mean) / scale, y)
-    return clf.coef_[0], float(clf.intercept_[0]), mean, scale
-
-
 def _joint_loss(
     params: np.ndarray,
     z: np.ndarray,
@@ -123,8 +114,7 @@ def _ranker_weights(
     `sparring eval ranker-cv` measures it)."""
     mean, scale = _standardise(x)
     z = (x - mean) / scale
-    answerable = {g for g in np.unique(groups) if y[groups == g].any()}
-    listed = np.flatnonzero([g in answerable for g in groups])
+    listed = np.flatnonzero(np.isin(groups, groups[y == 1]))  # rows of answerable queries
     _, segment = np.unique(groups[listed], return_inverse=True)
     start = np.zeros(z.shape[1] + 1)
     fitted = minimize(
@@ -192,7 +182,7 @@ def relevance_of(
     weights: tuple[np.ndarray, float, np.ndarray, np.ndarray], x: np.ndarray
 ) -> np.ndarray:
     w, b, m, s = weights
-    return 1.0 / (1.0 + np.exp(-(((x - m) / s) @ w + b)))
+    return RankerModel(w, b, m, s, strong_at=1.0, weak_at=0.0, meta={}).relevance(x)
 
 
 def out_of_fold(
@@ -252,8 +242,7 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
     oof = out_of_fold(x, y, groups)
     real = np.asarray([case.origin == "notes" for case in train], dtype=bool)
     q = query_outcomes(train, y, groups, oof)
-    top, at1, in5, rr = q.top, q.at1, q.in5, q.rr
-    top_a, has_a, correct_a = top, q.has_match, q.top_correct
+    top_a, has_a, correct_a, at1, in5, rr = q.top, q.has_match, q.top_correct, q.at1, q.in5, q.rr
     strong_at, weak_at = _thresholds(top_a, has_a, correct_a, real)
     cv_auc = auc(list(top_a[has_a]), list(top_a[~has_a]))
     real_answerable = real[has_a]  # aligned with in5 / at1 / rr

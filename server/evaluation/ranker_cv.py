@@ -95,8 +95,9 @@ def compare(
     real = np.asarray([c.origin == "notes" for c in train], dtype=bool)
     real_cases, real_rows, real_groups = _subset(real, train, y, groups)
     lines = []
+    oofs: dict[float, np.ndarray] = {}
     for weight in weights if weights is not None else [0.0, LISTWISE_WEIGHT]:
-        oof = out_of_fold(x, y, groups, weight)
+        oof = oofs[weight] = out_of_fold(x, y, groups, weight)
         name = "pointwise (weight 0)" if weight == 0 else f"listwise weight {weight:g}"
         lines.append(_line(f"{name}: all", train, y, groups, oof))
         if real_cases:
@@ -120,7 +121,9 @@ def compare(
                     relevance_of(without, x[set_rows]),
                 )
             )
-            oof = out_of_fold(x, y, groups)
+            oof = oofs.get(LISTWISE_WEIGHT)
+            if oof is None:
+                oof = out_of_fold(x, y, groups)
             lines.append(
                 _line(
                     f"{held_out.name} train rows, out of fold with the rest of the set",

@@ -49,7 +49,7 @@ def test_a_current_index_is_not_opened_again_and_concept_vectors_are_stored(sett
     assert report.unchanged == len(fresh.documents) + len(fresh.probe_documents)
     # Every key point's follow-up question and every search phrasing (zh and en) is in the
     # index, apart from the questions.
-    assert services.vector_store._probes.count() == len(services.probe_documents) > 5 * 279
+    assert services.vector_store._probes.count() == len(services.probe_documents) > 5 * 284
     assert "vector_store" not in fresh.__dict__  # Chroma was not opened
     assert fresh.embedder._model is None  # nor the model loaded
     # The searcher reads the stored vectors back: same vectors, no encoder pass for them.

@@ -40,6 +40,14 @@ def _services(settings: Settings | None = None):
     return svc
 
 
+def _ready_line(embedder: str, report) -> str:
+    reused = f" ({report.cached} from the embedding cache)" if report.cached else ""
+    return (
+        f"Index ready ({embedder}): {report.embedded} embedded{reused}, "
+        f"{report.unchanged} unchanged, {report.deleted} deleted."
+    )
+
+
 def _ingest_with_progress(svc) -> None:
     if not console.is_terminal:
         # Output going to a file or a service manager's journal: a progress bar would show
@@ -59,10 +67,7 @@ def _ingest_with_progress(svc) -> None:
             progress.update(task, completed=done, total=total)
 
         report = svc.ingest(update)
-    console.print(
-        f"Index ready ({svc.embedder.name}): {report.embedded} embedded, "
-        f"{report.unchanged} unchanged, {report.deleted} deleted."
-    )
+    console.print(_ready_line(svc.embedder.name, report))
 
 
 def _ingest_with_lines(svc) -> None:
@@ -81,10 +86,7 @@ def _ingest_with_lines(svc) -> None:
             console.print(f"Embedding questions: {done}/{total} ({elapsed:.0f} s)", soft_wrap=True)
 
     report = svc.ingest(update)
-    console.print(
-        f"Index ready ({svc.embedder.name}): {report.embedded} embedded, "
-        f"{report.unchanged} unchanged, {report.deleted} deleted."
-    )
+    console.print(_ready_line(svc.embedder.name, report))
 
 
 @app.command()

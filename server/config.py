@@ -145,6 +145,10 @@ class Settings(BaseSettings):
         ""  # e.g. http://localhost:8001 to use a Chroma server instead of the embedded one
     )
     collection_prefix: str = "questions"
+    # Document vectors by embedder and text (server/retrieval/embedding_cache.py), so a new index
+    # (a Chroma server, another prefix) re-embeds nothing seen before. Empty = data_dir's file;
+    # "off" = no cache.
+    embedding_cache: str = ""
 
     database_url: str = ""  # SQLAlchemy URL; empty = SQLite under data_dir
 
@@ -272,6 +276,16 @@ class Settings(BaseSettings):
     @property
     def chroma_path(self) -> Path:
         return self.data_dir / "chroma"
+
+    @property
+    def embedding_cache_file(self) -> Path | None:
+        if self.embedding_cache.strip().lower() == "off":
+            return None
+        return (
+            Path(self.embedding_cache)
+            if self.embedding_cache
+            else self.data_dir / "embedding-cache.sqlite3"
+        )
 
     @property
     def sqlalchemy_url(self) -> str:

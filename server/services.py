@@ -47,9 +47,10 @@ SERVER_DIR = Path(__file__).resolve().parent
 class IngestReport:
     """What an ingest did (the store's own report type would import Chroma on a warm start)."""
 
-    embedded: int
+    embedded: int  # written to the index: encoded now or read from the embedding cache
     deleted: int
     unchanged: int
+    cached: int = 0  # of `embedded`, read from the embedding cache instead of the encoder
 
 
 @dataclass
@@ -80,10 +81,15 @@ class Services:
 
     @cached_property
     def vector_store(self) -> VectorStore:
+        from server.retrieval.embedding_cache import EmbeddingCache
         from server.retrieval.vector_store import VectorStore, make_client
 
+        path = self.settings.embedding_cache_file
         return VectorStore(
-            make_client(self.settings), self.embedder, self.settings.collection_prefix
+            make_client(self.settings),
+            self.embedder,
+            self.settings.collection_prefix,
+            EmbeddingCache(path) if path else None,
         )
 
     def _concept_names(self) -> dict[str, str]:
@@ -136,7 +142,12 @@ class Services:
         if manifest and inputs:
             manifest.write_text(digest + "\n")
             inputs.write_text(inputs_digest + "\n")
-        return IngestReport(embedded=done.embedded, deleted=done.deleted, unchanged=done.unchanged)
+        return IngestReport(
+            embedded=done.embedded,
+            deleted=done.deleted,
+            unchanged=done.unchanged,
+            cached=done.cached,
+        )
 
     def _current(self, progress: Callable[[int, int], None] | None) -> IngestReport:
         if progress:

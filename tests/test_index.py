@@ -14,6 +14,7 @@ from server.retrieval.embedder import (
     UseEmbedder,
     make_embedder,
 )
+from server.retrieval.embedding_cache import EmbeddingCache
 from server.retrieval.tokenize import tokenize
 from server.retrieval.vector_store import VectorStore, make_client
 
@@ -110,6 +111,55 @@ def test_ingest_reports_progress(tmp_path, embedder):
     seen = []
     store.ingest(DOCS, progress=lambda done, total: seen.append((done, total)))
     assert seen[0] == (0, 3) and seen[-1] == (3, 3)
+
+
+class CountingEmbedder:
+    """The real embedder, counting the document texts it is asked to encode."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self.encoded: list[str] = []
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        self.encoded += texts
+        return self._inner.embed_documents(texts)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._inner.embed_queries(texts)
+
+
+def test_a_new_index_reads_known_vectors_from_the_embedding_cache(tmp_path, embedder):
+    """A second index (a Chroma server after the embedded one, another prefix) over the same
+    texts encodes nothing: the vectors come from the cache file, identical to the first index's."""
+    cache = EmbeddingCache(tmp_path / "cache" / "vectors.sqlite3")
+    counting = CountingEmbedder(embedder)
+    first = VectorStore(make_client(Settings(data_dir=tmp_path / "a")), counting, "q", cache)
+    report = first.ingest(DOCS)
+    assert (report.embedded, report.cached) == (3, 0) and len(counting.encoded) == 3
+    assert len(cache) == 3
+    second = VectorStore(make_client(Settings(data_dir=tmp_path / "b")), counting, "q", cache)
+    changed = [DOCS[0], SearchDocument("b#zh", "b", "", "DPO 的隐式奖励是什么"), DOCS[2]]
+    report = second.ingest(changed)
+    # Two texts were known; only the changed one went through the encoder.
+    assert (report.embedded, report.cached) == (3, 2)
+    assert counting.encoded[3:] == ["DPO 的隐式奖励是什么"]
+    a = first._collection.get(ids=["a#zh", "c#en"], include=["embeddings"])
+    b = second._collection.get(ids=["a#zh", "c#en"], include=["embeddings"])
+    assert a["ids"] == b["ids"] and np.allclose(a["embeddings"], b["embeddings"], atol=1e-7)
+    assert second.query("DPO implicit reward", 1)[0][0] == "b#zh"
+
+
+def test_the_embedding_cache_ignores_rows_of_another_shape_and_can_be_turned_off(tmp_path):
+    cache = EmbeddingCache(tmp_path / "vectors.sqlite3")
+    cache.put_many([("k1", np.ones(4, dtype=np.float32)), ("k2", np.ones(8, dtype=np.float32))])
+    found = cache.get_many(["k1", "k2", "k3"], dim=4)
+    assert list(found) == ["k1"] and found["k1"].dtype == np.float32
+    assert Settings(data_dir=tmp_path).embedding_cache_file == tmp_path / "embedding-cache.sqlite3"
+    assert Settings(data_dir=tmp_path, embedding_cache="off").embedding_cache_file is None
+    assert (
+        Settings(embedding_cache=str(tmp_path / "x.db")).embedding_cache_file == tmp_path / "x.db"
+    )
 
 
 def test_tokenizer_keeps_latin_terms_whole():

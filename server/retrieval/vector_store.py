@@ -16,6 +16,7 @@ import server.offline  # noqa: F401
 from server.config import Settings
 from server.retrieval.documents import SearchDocument
 from server.retrieval.embedder import Embedder
+from server.retrieval.embedding_cache import EmbeddingCache
 
 BATCH = 64
 QUERY_CACHE_SIZE = 2048
@@ -55,9 +56,10 @@ class ProjectEmbeddingFunction(EmbeddingFunction[Documents]):
 
 @dataclass
 class IngestReport:
-    embedded: int
+    embedded: int  # written to the index: encoded now or read from the embedding cache
     deleted: int
     unchanged: int
+    cached: int = 0  # of `embedded`, read from the embedding cache instead of the encoder
 
     @property
     def total(self) -> int:
@@ -92,8 +94,15 @@ def make_client(settings: Settings) -> chromadb.ClientAPI:
 
 
 class VectorStore:
-    def __init__(self, client: chromadb.ClientAPI, embedder: Embedder, prefix: str) -> None:
+    def __init__(
+        self,
+        client: chromadb.ClientAPI,
+        embedder: Embedder,
+        prefix: str,
+        embedding_cache: EmbeddingCache | None = None,
+    ) -> None:
         self._embedder = embedder
+        self._embedding_cache = embedding_cache
         self._query_cache: dict[str, np.ndarray] = {}
         self._cache_lock = threading.Lock()
         self._collection = client.get_or_create_collection(
@@ -151,9 +160,26 @@ class VectorStore:
         done = 0
         if progress:
             progress(0, len(todo))
+        name = self._embedder.name
+        cache = self._embedding_cache
+        known = (
+            cache.get_many((d.content_hash(name) for _, d in todo), self._embedder.dim)
+            if cache is not None
+            else {}
+        )
+        cached = 0
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            vectors = self._embedder.embed_documents([d.text for _, d in batch])
+            keys = [d.content_hash(name) for _, d in batch]
+            missing = [i for i, key in enumerate(keys) if key not in known]
+            if missing:
+                fresh = self._embedder.embed_documents([batch[i][1].text for i in missing])
+                found = {keys[i]: v for i, v in zip(missing, fresh, strict=True)}
+                if cache is not None:
+                    cache.put_many(found.items())
+                known.update(found)
+            cached += len(batch) - len(missing)
+            vectors = [known[key] for key in keys]
             for collection, _ in plans:
                 rows = [(d, v) for (c, d), v in zip(batch, vectors, strict=True) if c is collection]
                 if rows:
@@ -162,7 +188,9 @@ class VectorStore:
             if progress:
                 progress(done, len(todo))
         total = len(docs) + len(probes or [])
-        return IngestReport(embedded=len(todo), deleted=deleted, unchanged=total - len(todo))
+        return IngestReport(
+            embedded=len(todo), deleted=deleted, unchanged=total - len(todo), cached=cached
+        )
 
     def _upsert(
         self, collection: chromadb.Collection, rows: list[tuple[SearchDocument, np.ndarray]]

@@ -99,7 +99,7 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(settings) -> Iterator[Cluster]:
     work = Path(tempfile.mkdtemp(prefix="sparring-cluster-"))
     with postgres_server() as db_url, chroma_server(work / "chroma", free_port()) as chroma_url:
         env = {
@@ -107,6 +107,9 @@ def cluster() -> Iterator[Cluster]:
             "SPARRING_DATA_DIR": str(work / "data"),
             "SPARRING_DATABASE_URL": db_url,
             "SPARRING_CHROMA_URL": chroma_url,
+            # The session's embedding cache: whichever of this ingest and the session's index
+            # build comes second reads the other's vectors instead of encoding 8,000 texts again.
+            "SPARRING_EMBEDDING_CACHE": str(settings.embedding_cache_file),
             "SPARRING_AUTH_TOKENS": "",
             "SPARRING_UI_ENABLED": "false",
             "SPARRING_LLM_MODEL": "",

@@ -41,10 +41,13 @@ def _services(settings: Settings | None = None):
 
 
 def _ready_line(embedder: str, report) -> str:
-    reused = f" ({report.cached} from the embedding cache)" if report.cached else ""
+    written = f"{report.embedded} embedded"
+    if report.cached:
+        encoded = report.embedded - report.cached
+        written = f"{report.embedded} indexed ({report.cached} from the embedding cache, {encoded} encoded)"
     return (
-        f"Index ready ({embedder}): {report.embedded} embedded{reused}, "
-        f"{report.unchanged} unchanged, {report.deleted} deleted."
+        f"Index ready ({embedder}): {written}, {report.unchanged} unchanged, "
+        f"{report.deleted} deleted."
     )
 
 

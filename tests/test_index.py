@@ -150,6 +150,21 @@ def test_a_new_index_reads_known_vectors_from_the_embedding_cache(tmp_path, embe
     assert second.query("DPO implicit reward", 1)[0][0] == "b#zh"
 
 
+def test_an_index_built_before_the_cache_fills_it_at_the_next_ingest(tmp_path, embedder):
+    """An install whose index predates the cache: its next ingest copies the stored vectors into
+    the cache, so moving to a Chroma server afterwards encodes nothing."""
+    settings = Settings(data_dir=tmp_path / "old")
+    VectorStore(make_client(settings), embedder, "q").ingest(DOCS)  # no cache then
+    cache = EmbeddingCache(tmp_path / "vectors.sqlite3")
+    report = VectorStore(make_client(settings), embedder, "q", cache).ingest(DOCS)
+    assert (report.embedded, report.unchanged) == (0, 3) and len(cache) == 3
+    counting = CountingEmbedder(embedder)
+    moved = VectorStore(make_client(Settings(data_dir=tmp_path / "new")), counting, "q", cache)
+    report = moved.ingest(DOCS)
+    assert (report.embedded, report.cached) == (3, 3) and counting.encoded == []
+    assert moved.query("DPO implicit reward", 1)[0][0] == "b#zh"
+
+
 def test_the_embedding_cache_ignores_rows_of_another_shape_and_can_be_turned_off(tmp_path):
     cache = EmbeddingCache(tmp_path / "vectors.sqlite3")
     cache.put_many([("k1", np.ones(4, dtype=np.float32)), ("k2", np.ones(8, dtype=np.float32))])

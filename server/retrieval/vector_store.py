@@ -155,6 +155,7 @@ class VectorStore:
             todo += [
                 (collection, d) for d in wanted_docs if stored.get(d.doc_id) != d.content_hash(name)
             ]
+            self._backfill_cache(collection, stored)
         # Similar lengths in one batch waste less padding in the encoder.
         todo.sort(key=lambda cd: len(cd[1].text))
         done = 0
@@ -191,6 +192,20 @@ class VectorStore:
         return IngestReport(
             embedded=len(todo), deleted=deleted, unchanged=total - len(todo), cached=cached
         )
+
+    def _backfill_cache(self, collection: chromadb.Collection, stored: dict[str, str]) -> None:
+        """Copy the index's current vectors into an embedding cache that lacks them (an index
+        built before the cache existed), so a later new index reads them instead of encoding."""
+        cache = self._embedding_cache
+        hashes = {h for h in stored.values() if h}
+        if cache is None or not hashes:
+            return
+        have = cache.get_many(hashes, self._embedder.dim)
+        lacking = [doc_id for doc_id, h in stored.items() if h and h not in have]
+        for start in range(0, len(lacking), 1000):
+            got = collection.get(ids=lacking[start : start + 1000], include=["embeddings"])
+            by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
+            cache.put_many((stored[i], np.asarray(v, dtype=np.float32)) for i, v in by_id.items())
 
     def _upsert(
         self, collection: chromadb.Collection, rows: list[tuple[SearchDocument, np.ndarray]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from server.config import PROJECT_ROOT, Settings
+
+if TYPE_CHECKING:
+    from server.services import IngestReport
 
 app = typer.Typer(
     help="Sparring: mock interviews for RL and LLM post-training.", no_args_is_help=True
@@ -40,7 +43,7 @@ def _services(settings: Settings | None = None):
     return svc
 
 
-def _ready_line(embedder: str, report) -> str:
+def _ready_line(embedder: str, report: IngestReport) -> str:
     written = f"{report.embedded} embedded"
     if report.cached:
         encoded = report.embedded - report.cached

@@ -138,7 +138,9 @@ class VectorStore:
         plans = [(self._collection, docs)]
         if probes is not None:
             plans.append((self._probes, probes))
-        todo: list[tuple[chromadb.Collection, SearchDocument]] = []
+        name = self._embedder.name
+        # (collection, document, content hash): the hash is also the embedding cache's key.
+        todo: list[tuple[chromadb.Collection, SearchDocument, str]] = []
         deleted = 0
         for collection, wanted_docs in plans:
             existing = collection.get(include=["metadatas"])
@@ -151,38 +153,35 @@ class VectorStore:
             if stale:
                 collection.delete(ids=stale)
             deleted += len(stale)
-            name = self._embedder.name
-            todo += [
-                (collection, d) for d in wanted_docs if stored.get(d.doc_id) != d.content_hash(name)
-            ]
+            for d in wanted_docs:
+                key = d.content_hash(name)
+                if stored.get(d.doc_id) != key:
+                    todo.append((collection, d, key))
             self._backfill_cache(collection, stored)
         # Similar lengths in one batch waste less padding in the encoder.
-        todo.sort(key=lambda cd: len(cd[1].text))
+        todo.sort(key=lambda cdk: len(cdk[1].text))
         done = 0
         if progress:
             progress(0, len(todo))
-        name = self._embedder.name
         cache = self._embedding_cache
         known = (
-            cache.get_many((d.content_hash(name) for _, d in todo), self._embedder.dim)
+            cache.get_many((key for _, _, key in todo), self._embedder.dim)
             if cache is not None
             else {}
         )
         cached = 0
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            keys = [d.content_hash(name) for _, d in batch]
-            missing = [i for i, key in enumerate(keys) if key not in known]
+            missing = [(d.text, key) for _, d, key in batch if key not in known]
             if missing:
-                fresh = self._embedder.embed_documents([batch[i][1].text for i in missing])
-                found = {keys[i]: v for i, v in zip(missing, fresh, strict=True)}
+                fresh = self._embedder.embed_documents([text for text, _ in missing])
+                found = {key: v for (_, key), v in zip(missing, fresh, strict=True)}
                 if cache is not None:
                     cache.put_many(found.items())
                 known.update(found)
             cached += len(batch) - len(missing)
-            vectors = [known[key] for key in keys]
             for collection, _ in plans:
-                rows = [(d, v) for (c, d), v in zip(batch, vectors, strict=True) if c is collection]
+                rows = [(d, known[key]) for c, d, key in batch if c is collection]
                 if rows:
                     self._upsert(collection, rows)
             done += len(batch)

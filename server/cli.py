@@ -32,6 +32,7 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 def _services(settings: Settings | None = None):
     from server.corpus.bank import BankError
+    from server.retrieval.embedding_cache import EmbeddingCacheError
     from server.services import Services
 
     svc = Services(settings or Settings())
@@ -39,6 +40,11 @@ def _services(settings: Settings | None = None):
         _ = svc.bank
     except BankError as exc:
         console.print(f"[red]The question bank is invalid:[/red]\n{exc}")
+        raise typer.Exit(2) from exc
+    try:  # a setting that cannot work says so now, not as a traceback in the middle of an ingest
+        _ = svc.embedding_cache
+    except EmbeddingCacheError as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
     return svc
 

@@ -31,6 +31,7 @@ from server.retrieval.search import QuestionSearcher
 from server.storage.db import Database, secure_dir
 
 if TYPE_CHECKING:  # chromadb loads with the store (seconds): when a search or ingest needs it
+    from server.retrieval.embedding_cache import EmbeddingCache
     from server.retrieval.vector_store import VectorStore
 
 # Next to the Chroma files: what the index holds (embedder, every document's content hash, the
@@ -80,16 +81,22 @@ class Services:
         return build_probe_documents(self.bank) + build_phrasing_documents(self.bank)
 
     @cached_property
-    def vector_store(self) -> VectorStore:
+    def embedding_cache(self) -> EmbeddingCache | None:
+        """None when turned off; EmbeddingCacheError when the setting names an unusable file."""
         from server.retrieval.embedding_cache import EmbeddingCache
-        from server.retrieval.vector_store import VectorStore, make_client
 
         path = self.settings.embedding_cache_file
+        return EmbeddingCache(path) if path else None
+
+    @cached_property
+    def vector_store(self) -> VectorStore:
+        from server.retrieval.vector_store import VectorStore, make_client
+
         return VectorStore(
             make_client(self.settings),
             self.embedder,
             self.settings.collection_prefix,
-            EmbeddingCache(path) if path else None,
+            self.embedding_cache,
         )
 
     def _concept_names(self) -> dict[str, str]:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,7 +19,7 @@ from server.retrieval.embedder import (
     UseEmbedder,
     make_embedder,
 )
-from server.retrieval.embedding_cache import EmbeddingCache
+from server.retrieval.embedding_cache import EmbeddingCache, EmbeddingCacheError
 from server.retrieval.tokenize import tokenize
 from server.retrieval.vector_store import VectorStore, make_client
 
@@ -175,6 +180,38 @@ def test_the_embedding_cache_ignores_rows_of_another_shape_and_can_be_turned_off
     assert (
         Settings(embedding_cache=str(tmp_path / "x.db")).embedding_cache_file == tmp_path / "x.db"
     )
+
+
+@pytest.mark.parametrize("kind", ["directory", "not a database"])
+def test_an_unusable_embedding_cache_setting_is_a_clear_error_that_touches_nothing(tmp_path, kind):
+    """`sparring ingest` stops with a message (no traceback, exit 2) and leaves the file as it was."""
+    target = tmp_path / "cache"
+    if kind == "directory":
+        target.mkdir()
+    else:
+        target.write_text("my notes, not a cache\n")
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "sparring"), "ingest"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={
+            **os.environ,
+            "SPARRING_DATA_DIR": str(tmp_path / "data"),
+            "SPARRING_EMBEDDING_CACHE": str(target),
+            "COLUMNS": "300",
+        },
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    said = " ".join((out.stdout + out.stderr).split())
+    assert f"cannot use {target} as the embedding cache" in said and "'off'" in said, said
+    assert "Traceback" not in said and not (tmp_path / "data" / "chroma").exists()
+    if kind == "directory":
+        assert list(target.iterdir()) == []
+    else:
+        assert target.read_text() == "my notes, not a cache\n"
+    with pytest.raises(EmbeddingCacheError):
+        EmbeddingCache(target)
 
 
 def test_tokenizer_keeps_latin_terms_whole():

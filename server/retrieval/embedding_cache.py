@@ -19,13 +19,24 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, dim INTEGER
 _LOOKUP_CHUNK = 500  # below SQLite's bound-parameter limit
 
 
+class EmbeddingCacheError(ValueError):
+    """SPARRING_EMBEDDING_CACHE names something that cannot hold the cache."""
+
+
 class EmbeddingCache:
     def __init__(self, path: Path, timeout_seconds: float = 30.0) -> None:
         self.path = path
         self._timeout = timeout_seconds
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as db, db:
-            db.execute(_SCHEMA)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(self._connect()) as db, db:
+                db.execute(_SCHEMA)
+                db.execute("SELECT COUNT(*) FROM vectors").fetchone()
+        except (OSError, sqlite3.Error) as exc:
+            raise EmbeddingCacheError(
+                f"cannot use {path} as the embedding cache ({exc}): set SPARRING_EMBEDDING_CACHE "
+                "to a writable file path (it need not exist) or to 'off'"
+            ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=self._timeout)

@@ -314,13 +314,24 @@ def test_ranker_cv_compares_weights_and_a_left_out_set_on_train_rows_only(servic
     assert labels == [
         "pointwise (weight 0): all",
         "pointwise (weight 0): real wording",
+        "pointwise (weight 0) + verdict: all",
+        "pointwise (weight 0) + verdict: real wording",
         "listwise weight 0.3: all",
         "listwise weight 0.3: real wording",
+        "listwise weight 0.3 + verdict: all",
+        "listwise weight 0.3 + verdict: real wording",
         "new.jsonl train rows, fit without them",
         "new.jsonl train rows, out of fold with the rest of the set",
     ]
     counts = [(line.queries, line.answerable) for line in lines]
-    assert counts == [(10, 6), (5, 3), (10, 6), (5, 3), (5, 3), (5, 3)]
+    assert counts == [(10, 6), (5, 3)] * 4 + [(5, 3), (5, 3)]
+    # the verdict sets only the top relevance: the ranking figures are the ranker's own
+    for alone, judged in ((lines[0], lines[2]), (lines[4], lines[6])):
+        assert (alone.recall_at_1, alone.recall_at_5, alone.mrr_at_10) == (
+            judged.recall_at_1,
+            judged.recall_at_5,
+            judged.mrr_at_10,
+        )
     for line in lines:
         for value in (line.recall_at_1, line.recall_at_5, line.mrr_at_10, line.no_match_auc):
             assert value is not None and 0.0 <= value <= 1.0

@@ -1,9 +1,10 @@
 """Out-of-fold comparisons of the search ranker's fit, on the TRAIN split only
 (`sparring eval ranker-cv`).
 
-Two questions docs/search.md answers with it:
+Questions docs/search.md answers with it:
 - which objective: the fit's listwise weight (0 = the plain pointwise logistic regression), each
-  weight scored out of fold (5 folds grouped by query) on the same candidate rows;
+  weight scored out of fold (5 folds grouped by query) on the same candidate rows, each alone and
+  with the verdict (the per-query stage that sets the top relevance, itself out of fold);
 - does a labelled set teach the ranker anything: that set's train rows scored by a model fitted
   without them (as a brand-new set of wordings meets the ranker) against out of fold with the
   set's other rows in the fit.
@@ -23,9 +24,14 @@ from server.evaluation.fit_ranker import (
     LISTWISE_WEIGHT,
     _ranker_weights,
     _rows,
+    _sigmoid,
     out_of_fold,
+    out_of_fold_logits,
     query_outcomes,
+    query_rows,
     relevance_of,
+    served_relevance,
+    verdict_out_of_fold,
 )
 from server.evaluation.retrieval import RetrievalCase, auc, load_cases
 from server.retrieval.search import QuestionSearcher
@@ -97,15 +103,27 @@ def compare(
     lines = []
     oofs: dict[float, np.ndarray] = {}
     for weight in weights if weights is not None else [0.0, LISTWISE_WEIGHT]:
-        oof = oofs[weight] = out_of_fold(x, y, groups, weight)
+        logits = out_of_fold_logits(x, y, groups, weight)
+        oof = oofs[weight] = _sigmoid(logits)
         name = "pointwise (weight 0)" if weight == 0 else f"listwise weight {weight:g}"
-        lines.append(_line(f"{name}: all", train, y, groups, oof))
-        if real_cases:
-            lines.append(
-                _line(
-                    f"{name}: real wording", real_cases, y[real_rows], real_groups, oof[real_rows]
+        scored = [(name, oof)]
+        # the same ranker with the verdict setting each query's top relevance (what is served)
+        alone = query_outcomes(train, y, groups, oof)
+        top = verdict_out_of_fold(query_rows(logits, x, groups), alone.has_match, alone.top_correct)
+        if top is not None:
+            scored.append((f"{name} + verdict", served_relevance(logits, groups, top)))
+        for label, relevance in scored:
+            lines.append(_line(f"{label}: all", train, y, groups, relevance))
+            if real_cases:
+                lines.append(
+                    _line(
+                        f"{label}: real wording",
+                        real_cases,
+                        y[real_rows],
+                        real_groups,
+                        relevance[real_rows],
+                    )
                 )
-            )
     if held_out is not None:
         queries = {c.query for c in load_cases(held_out) if c.split == "train"}
         inside = np.asarray([c.query in queries for c in train], dtype=bool)

@@ -1,9 +1,13 @@
 """Search's learned ranker: per (query, entry) features -> calibrated relevance in [0, 1].
 
-A logistic regression over a handful of features (dense cosine with and without glossary expansion,
-BM25 over each entry's parts, glossary concept overlap, ...). Its probability is both the ranking
-score and the `relevance` shown to users; the query's `match` comes from the top relevance and two
-thresholds. Weights and thresholds live in `ranker.json` next to this file and are refitted by
+Two stages. The ranker, a logistic regression over per-candidate features (dense cosine with and
+without glossary expansion, BM25 over each entry's parts, glossary concept overlap, ...), orders a
+query's candidates. The verdict, two small logistic regressions over one row per *query* (the
+ranker's top logit and its lead over the runner-up, the query's unknown-word share, ...), says how
+likely the bank answers the query at all and, if it does, how likely the top candidate is the
+answer; their product is the top result's `relevance`, and every other result keeps its logit gap
+to the top (so the order is the ranker's). The query's `match` comes from the top relevance and
+two thresholds. Weights and thresholds live in `ranker.json` next to this file and are refitted by
 `sparring eval fit-ranker` (server/evaluation/fit_ranker.py) on the training split only.
 """
 
@@ -68,6 +72,109 @@ RANK_FEATURES = ("dense_rank", "bm25_rank")
 FEATURES = tuple(f for f in FEATURES_ALL if f not in RANK_FEATURES)
 
 
+# The verdict's per-query features: the ranker's logits over the query's candidates, and features
+# that are the same for every candidate of a query (read off its top candidate's row). Fitted one
+# row per query, each query weighs the same; in the ranker they are lost among ~75 rows per query.
+ANSWERABLE_FEATURES = (
+    "top_logit",  # the ranker's best logit
+    "logsumexp10",  # log of the summed exp of the 10 best logits: several good candidates
+    "unknown_share",
+    "concepts_missing_share",
+    "top_dense",
+    "no_concepts",
+    "concept_missing",
+    "zh_query",
+)
+TOP_RIGHT_FEATURES = (
+    "top_logit",
+    "top_gap",  # the best logit minus the runner-up's: how clearly the top candidate leads
+)
+_LOGIT_CLIP = 30.0
+_NO_RUNNER_UP_GAP = 10.0
+
+
+def _sigmoid(z: np.ndarray | float) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -_LOGIT_CLIP, _LOGIT_CLIP)))
+
+
+def query_features(logits: np.ndarray, features: np.ndarray) -> dict[str, float]:
+    """One query's verdict features from its candidates' ranker logits and feature rows."""
+    order = np.argsort(-logits, kind="stable")
+    best = logits[order[:10]]
+    top = float(best[0])
+    row = features[order[0]]
+    named = {name: float(row[FEATURES.index(name)]) for name in ANSWERABLE_FEATURES[2:]}
+    return {
+        "top_logit": top,
+        "top_gap": float(top - best[1]) if len(best) > 1 else _NO_RUNNER_UP_GAP,
+        "logsumexp10": top + float(np.log(np.exp(best - top).sum())),
+        **named,
+    }
+
+
+@dataclass(frozen=True)
+class LogisticPart:
+    """A logistic regression over named, standardised features."""
+
+    names: tuple[str, ...]
+    weights: np.ndarray
+    bias: float
+    mean: np.ndarray
+    scale: np.ndarray
+
+    def logit(self, values: dict[str, float]) -> float:
+        x = np.asarray([values[n] for n in self.names], dtype=float)
+        return float(((x - self.mean) / self.scale) @ self.weights + self.bias)
+
+    def to_json(self) -> dict:
+        return {
+            "features": list(self.names),
+            "weights": [round(float(w), 6) for w in self.weights],
+            "bias": round(float(self.bias), 6),
+            "mean": [round(float(m), 6) for m in self.mean],
+            "scale": [round(float(s), 6) for s in self.scale],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> LogisticPart:
+        return cls(
+            tuple(data["features"]),
+            np.asarray(data["weights"], dtype=float),
+            float(data["bias"]),
+            np.asarray(data["mean"], dtype=float),
+            np.asarray(data["scale"], dtype=float),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """P(the bank answers the query) × P(the top candidate is the answer | it does)."""
+
+    answerable: LogisticPart
+    top_right: LogisticPart
+
+    def top_relevance(self, values: dict[str, float]) -> float:
+        return float(
+            _sigmoid(self.answerable.logit(values)) * _sigmoid(self.top_right.logit(values))
+        )
+
+    def to_json(self) -> dict:
+        return {"answerable": self.answerable.to_json(), "top_right": self.top_right.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Verdict:
+        return cls(
+            LogisticPart.from_json(data["answerable"]), LogisticPart.from_json(data["top_right"])
+        )
+
+
+def shifted(logits: np.ndarray, top_relevance: float) -> np.ndarray:
+    """Relevances whose best equals `top_relevance`, each candidate keeping its logit gap to the
+    best (so the ranker's order stands)."""
+    top = min(max(top_relevance, 1e-9), 1 - 1e-9)
+    return _sigmoid(logits - logits.max() + math.log(top / (1 - top)))
+
+
 class Match(StrEnum):
     strong = "strong"
     weak = "weak"
@@ -83,10 +190,23 @@ class RankerModel:
     strong_at: float  # top relevance at or above this: "strong"
     weak_at: float  # at or above this (and below strong_at): "weak"; below: "none"
     meta: dict
+    verdict: Verdict | None = None  # None: the top relevance is the ranker's own (v2, first fits)
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        return ((features - self.mean) / self.scale) @ self.weights + self.bias
 
     def relevance(self, features: np.ndarray) -> np.ndarray:
-        z = ((features - self.mean) / self.scale) @ self.weights + self.bias
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
+        """The ranker's own probability per candidate row (rows of any number of queries)."""
+        return _sigmoid(self.logits(features))
+
+    def query_relevance(self, features: np.ndarray) -> np.ndarray:
+        """The relevance served for ONE query's candidate rows: the ranker's, with the top one set
+        by the verdict when the model has one."""
+        logits = self.logits(features)
+        if self.verdict is None or not len(logits):
+            return _sigmoid(logits)
+        top = self.verdict.top_relevance(query_features(logits, features))
+        return shifted(logits, top)
 
     def match(self, top_relevance: float | None) -> Match:
         if top_relevance is None or top_relevance < self.weak_at:
@@ -102,6 +222,7 @@ class RankerModel:
             "scale": [round(float(s), 6) for s in self.scale],
             "strong_at": round(self.strong_at, 4),
             "weak_at": round(self.weak_at, 4),
+            **({"verdict": self.verdict.to_json()} if self.verdict is not None else {}),
             "meta": self.meta,
         }
 
@@ -123,6 +244,7 @@ class RankerModel:
             strong_at=float(data["strong_at"]),
             weak_at=float(data["weak_at"]),
             meta=dict(data.get("meta") or {}),
+            verdict=Verdict.from_json(data["verdict"]) if data.get("verdict") else None,
         )
 
     @classmethod

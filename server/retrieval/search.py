@@ -610,7 +610,7 @@ class QuestionSearcher:
         v3 = mode != SearchMode.v2
         ranker = self.ranker if v3 else self.ranker_v2
         ids, subs, features, fusion = self.candidates(query, filters, v3=v3)
-        relevance = ranker.relevance(features)
+        relevance = ranker.query_relevance(features)
         order = np.argsort(-relevance, kind="stable")
         match = ranker.match(float(relevance[order[0]]) if len(order) else None)
         hits: list[SearchHit] = []

@@ -30,7 +30,7 @@ TEST_SHARE = 3  # of 10 hash buckets
 # also practitioners' questions from GitHub issue threads of RL training frameworks).
 RETRIEVAL_SETS = [
     Path(__file__).resolve().parents[2] / "tests" / "eval" / f"retrieval{suffix}.jsonl"
-    for suffix in ("", "_v2", "_v3", "_v4", "_v5", "_v6")
+    for suffix in ("", "_v2", "_v3", "_v4", "_v5", "_v6", "_v7")
 ]
 _CJK = re.compile(r"[\u3400-\u9fff]")
 

@@ -31,6 +31,7 @@ from server.retrieval.ranker import (
     Verdict,
     query_features,
     shifted,
+    sigmoid,
 )
 from server.retrieval.search import QuestionSearcher
 
@@ -209,14 +210,10 @@ def _logits_of(
     return RankerModel(w, b, m, s, strong_at=1.0, weak_at=0.0, meta={}).logits(x)
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -30, 30)))
-
-
 def relevance_of(
     weights: tuple[np.ndarray, float, np.ndarray, np.ndarray], x: np.ndarray
 ) -> np.ndarray:
-    return _sigmoid(_logits_of(weights, x))
+    return sigmoid(_logits_of(weights, x))
 
 
 def out_of_fold_logits(
@@ -235,7 +232,7 @@ def out_of_fold(
     x: np.ndarray, y: np.ndarray, groups: np.ndarray, listwise_weight: float = LISTWISE_WEIGHT
 ) -> np.ndarray:
     """Each training row's ranker relevance from a model fitted without its query."""
-    return _sigmoid(out_of_fold_logits(x, y, groups, listwise_weight))
+    return sigmoid(out_of_fold_logits(x, y, groups, listwise_weight))
 
 
 def query_rows(logits: np.ndarray, x: np.ndarray, groups: np.ndarray) -> list[dict[str, float]]:
@@ -341,10 +338,10 @@ def fit(searcher: QuestionSearcher, bank: QuestionBank, cases: list[RetrievalCas
     x, y, groups = _rows(searcher, bank, train)
     logits = out_of_fold_logits(x, y, groups)
     real = np.asarray([case.origin == "notes" for case in train], dtype=bool)
-    alone = query_outcomes(train, y, groups, _sigmoid(logits))  # the ranker's own top relevance
+    alone = query_outcomes(train, y, groups, sigmoid(logits))  # the ranker's own top relevance
     rows = query_rows(logits, x, groups)
     verdict_top = verdict_out_of_fold(rows, alone.has_match, alone.top_correct)
-    oof = _sigmoid(logits) if verdict_top is None else served_relevance(logits, groups, verdict_top)
+    oof = sigmoid(logits) if verdict_top is None else served_relevance(logits, groups, verdict_top)
     q = query_outcomes(train, y, groups, oof)
     top_a, has_a, correct_a, at1, in5, rr = q.top, q.has_match, q.top_correct, q.at1, q.in5, q.rr
     strong_at, weak_at = _thresholds(top_a, has_a, correct_a, real)

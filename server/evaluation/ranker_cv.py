@@ -24,7 +24,6 @@ from server.evaluation.fit_ranker import (
     LISTWISE_WEIGHT,
     _ranker_weights,
     _rows,
-    _sigmoid,
     out_of_fold,
     out_of_fold_logits,
     query_outcomes,
@@ -34,6 +33,7 @@ from server.evaluation.fit_ranker import (
     verdict_out_of_fold,
 )
 from server.evaluation.retrieval import RetrievalCase, auc, load_cases
+from server.retrieval.ranker import sigmoid
 from server.retrieval.search import QuestionSearcher
 
 
@@ -104,7 +104,7 @@ def compare(
     oofs: dict[float, np.ndarray] = {}
     for weight in weights if weights is not None else [0.0, LISTWISE_WEIGHT]:
         logits = out_of_fold_logits(x, y, groups, weight)
-        oof = oofs[weight] = _sigmoid(logits)
+        oof = oofs[weight] = sigmoid(logits)
         name = "pointwise (weight 0)" if weight == 0 else f"listwise weight {weight:g}"
         scored = [(name, oof)]
         # the same ranker with the verdict setting each query's top relevance (what is served)

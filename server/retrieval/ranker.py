@@ -93,7 +93,7 @@ _LOGIT_CLIP = 30.0
 _NO_RUNNER_UP_GAP = 10.0
 
 
-def _sigmoid(z: np.ndarray | float) -> np.ndarray:
+def sigmoid(z: np.ndarray | float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -_LOGIT_CLIP, _LOGIT_CLIP)))
 
 
@@ -154,9 +154,7 @@ class Verdict:
     top_right: LogisticPart
 
     def top_relevance(self, values: dict[str, float]) -> float:
-        return float(
-            _sigmoid(self.answerable.logit(values)) * _sigmoid(self.top_right.logit(values))
-        )
+        return float(sigmoid(self.answerable.logit(values)) * sigmoid(self.top_right.logit(values)))
 
     def to_json(self) -> dict:
         return {"answerable": self.answerable.to_json(), "top_right": self.top_right.to_json()}
@@ -172,7 +170,7 @@ def shifted(logits: np.ndarray, top_relevance: float) -> np.ndarray:
     """Relevances whose best equals `top_relevance`, each candidate keeping its logit gap to the
     best (so the ranker's order stands)."""
     top = min(max(top_relevance, 1e-9), 1 - 1e-9)
-    return _sigmoid(logits - logits.max() + math.log(top / (1 - top)))
+    return sigmoid(logits - logits.max() + math.log(top / (1 - top)))
 
 
 class Match(StrEnum):
@@ -197,14 +195,14 @@ class RankerModel:
 
     def relevance(self, features: np.ndarray) -> np.ndarray:
         """The ranker's own probability per candidate row (rows of any number of queries)."""
-        return _sigmoid(self.logits(features))
+        return sigmoid(self.logits(features))
 
     def query_relevance(self, features: np.ndarray) -> np.ndarray:
         """The relevance served for ONE query's candidate rows: the ranker's, with the top one set
         by the verdict when the model has one."""
         logits = self.logits(features)
         if self.verdict is None or not len(logits):
-            return _sigmoid(logits)
+            return sigmoid(logits)
         top = self.verdict.top_relevance(query_features(logits, features))
         return shifted(logits, top)
 

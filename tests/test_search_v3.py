@@ -233,8 +233,14 @@ def test_v3_query_set_is_large_varied_sourced_and_split():
     assert not missing, missing
 
 
-@pytest.mark.parametrize("number", [4, 5, 6, 7])
-def test_later_query_sets_add_new_real_wordings_without_repeating_earlier_sets(number):
+# v8 is mostly the no-match side: out-of-field questions close to the field.
+@pytest.mark.parametrize(
+    ("number", "min_answerable", "min_no_match"),
+    [(4, 60, 30), (5, 60, 30), (6, 60, 30), (7, 60, 30), (8, 12, 30)],
+)
+def test_later_query_sets_add_new_real_wordings_without_repeating_earlier_sets(
+    number, min_answerable, min_no_match
+):
     path = ROOT / f"tests/eval/retrieval_v{number}.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
     assert all(r.get("source") for r in rows), "every query names where its wording comes from"
@@ -242,7 +248,7 @@ def test_later_query_sets_add_new_real_wordings_without_repeating_earlier_sets(n
         assert not any(name.lower() in r["source"].lower() for name in RESERVED), r
     cases = load_cases(path)
     answerable = [c for c in cases if not c.no_match]
-    assert len(answerable) >= 60 and len(cases) - len(answerable) >= 30
+    assert len(answerable) >= min_answerable and len(cases) - len(answerable) >= min_no_match
     assert {c.language for c in answerable} == {"zh", "en"}
 
     def key(text: str) -> str:

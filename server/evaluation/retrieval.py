@@ -27,10 +27,11 @@ from server.retrieval.search import QuestionSearcher, SearchMode
 
 TEST_SHARE = 3  # of 10 hash buckets
 # The labelled query sets, oldest first (v3–v6: real wordings from public interview notes; v5 and v6
-# also practitioners' questions from GitHub issue threads of RL training frameworks).
+# also practitioners' questions from GitHub issue threads of RL training frameworks; v8 mostly
+# out-of-field LLM questions close to the field, the no-match side in candidates' own words).
 RETRIEVAL_SETS = [
     Path(__file__).resolve().parents[2] / "tests" / "eval" / f"retrieval{suffix}.jsonl"
-    for suffix in ("", "_v2", "_v3", "_v4", "_v5", "_v6", "_v7")
+    for suffix in ("", "_v2", "_v3", "_v4", "_v5", "_v6", "_v7", "_v8")
 ]
 _CJK = re.compile(r"[\u3400-\u9fff]")
 

@@ -41,15 +41,16 @@ def _search(client, q: str, k: int = 5) -> dict:
 # ---- mixed zh/en queries ------------------------------------------------------------------------
 
 
-def test_the_readme_example_finds_its_entry_first_with_a_clear_lead(alice):
-    """Issue 26 asked for a strong match here. Since the seventh query set joined the fit, the
-    strong cut (90% top-1 precision on real wordings, out of fold) is 0.866 and this query's
-    relevance 0.84, so it reads `weak` (docs/search.md, session 11); the entry is first by far."""
+def test_the_readme_example_finds_its_entry_first_with_a_strong_match(alice):
+    """Issue 26: the README's own example ranks its entry first with a strong match. It read weak
+    for a session (relevance 0.84 under a cut of 0.866) while the runner-up, a broad GRPO entry,
+    carried search phrasings that asked this entry's question ("no critic", what GRPO saves
+    against PPO); they were reworded to ask that entry's own (docs/search.md, session 12)."""
     body = _search(alice, "GRPO 为什么不需要 critic")
     first, second = body["results"][0], body["results"][1]
     assert first["id"] == "grpo-no-value-model", body["results"][:3]
-    assert body["match"] in ("strong", "weak")
-    assert first["relevance"] >= 0.8 and first["relevance"] >= 2 * second["relevance"]
+    assert body["match"] == "strong", first
+    assert first["relevance"] >= 2 * second["relevance"]
 
 
 @pytest.mark.parametrize(
@@ -122,7 +123,7 @@ def test_cli_search_readme_example(services, monkeypatch):
     monkeypatch.setattr(cli.console, "width", 200)  # ids are not cut short in the table
     out = CliRunner().invoke(cli.app, ["search", "GRPO 为什么不需要 critic"])
     assert out.exit_code == 0, out.output
-    assert "match: strong" in out.output or "match: weak" in out.output
+    assert "match: strong" in out.output
     first = next(line for line in out.output.splitlines() if "│ 1" in line)
     assert "grpo-no-value-model" in first
     out = CliRunner().invoke(cli.app, ["search", "Transformer 的位置编码"])
